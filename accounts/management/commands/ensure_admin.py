@@ -1,0 +1,28 @@
+import os
+
+from django.core.management.base import BaseCommand
+
+from accounts.models import User
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the admin account from LANGHOST_ADMIN_EMAIL / LANGHOST_ADMIN_PASSWORD "
+        "when both are set and no such user exists yet."
+    )
+
+    def handle(self, *args, **options):
+        email = os.environ.get("LANGHOST_ADMIN_EMAIL", "").strip().lower()
+        password = os.environ.get("LANGHOST_ADMIN_PASSWORD", "")
+        if not (email and password):
+            if not User.objects.filter(is_superuser=True).exists():
+                self.stdout.write(
+                    "No admin account yet: set LANGHOST_ADMIN_EMAIL and LANGHOST_ADMIN_PASSWORD, "
+                    "or run `.venv/bin/python manage.py createsuperuser`."
+                )
+            return
+        if User.objects.filter(email__iexact=email).exists():
+            self.stdout.write(f"Admin account {email} already exists.")
+            return
+        User.objects.create_superuser(email=email, password=password)
+        self.stdout.write(self.style.SUCCESS(f"Created admin account {email}."))

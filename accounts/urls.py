@@ -1,0 +1,15 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from . import views
+
+router = SimpleRouter(trailing_slash="/?")
+router.register("projects", views.ProjectViewSet, basename="project")
+
+urlpatterns = [
+    path("auth/register", views.RegisterView.as_view(), name="auth-register"),
+    path("auth/login", views.LoginView.as_view(), name="auth-login"),
+    path("auth/refresh", views.RefreshView.as_view(), name="auth-refresh"),
+    path("auth/me", views.MeView.as_view(), name="auth-me"),
+    *router.urls,
+]

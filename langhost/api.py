@@ -1,0 +1,120 @@
+"""API conventions shared by every app: the list envelope and JSON errors."""
+
+import math
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class EnvelopePagination(PageNumberPagination):
+    """`{"data": [...], "pagination": {...}}` with `?page=` and `?page_size=` (max 100)."""
+
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+    def get_paginated_response(self, data):
+        page = self.page
+        total = page.paginator.count
+        page_size = page.paginator.per_page
+        return Response(
+            {
+                "data": data,
+                "pagination": {
+                    "total": total,
+                    "page": page.number,
+                    "page_size": page_size,
+                    "total_pages": max(1, math.ceil(total / page_size)),
+                    "has_next": page.has_next(),
+                    "has_prev": page.has_previous(),
+                },
+            }
+        )
+
+    def get_paginated_response_schema(self, schema):
+        return {
+            "type": "object",
+            "properties": {
+                "data": schema,
+                "pagination": {
+                    "type": "object",
+                    "properties": {
+                        name: {"type": kind}
+                        for name, kind in [
+                            ("total", "integer"),
+                            ("page", "integer"),
+                            ("page_size", "integer"),
+                            ("total_pages", "integer"),
+                            ("has_next", "boolean"),
+                            ("has_prev", "boolean"),
+                        ]
+                    },
+                },
+            },
+        }
+
+
+class Unprocessable(exceptions.APIException):
+    """A well-formed request the current state of things does not allow.
+
+    `field` names the input at fault; `extra` adds keys to the error body.
+    """
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "The request cannot be processed."
+    default_code = "unprocessable"
+
+    def __init__(self, detail=None, field=None, **extra):
+        super().__init__(detail)
+        self.field = field
+        self.extra = extra
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
+
+
+class Gone(exceptions.APIException):
+    status_code = status.HTTP_410_GONE
+    default_detail = "The resource is gone."
+    default_code = "gone"
+
+
+def _first_message(errors) -> str:
+    if isinstance(errors, dict):
+        for value in errors.values():
+            return _first_message(value)
+    if isinstance(errors, list) and errors:
+        return _first_message(errors[0])
+    return str(errors)
+
+
+def exception_handler(exc, context):
+    """Every error is JSON with a human `detail`; validation errors also name their fields.
+
+    Shape: `{"detail": "...", "errors": {"<field>": ["..."]}}` (errors only for validation).
+    """
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        fields = ", ".join(errors)
+        response.data = {
+            "detail": f"Invalid input ({fields}): {_first_message(errors)}",
+            "errors": errors,
+        }
+    elif isinstance(exc, Unprocessable):
+        response.data = {"detail": str(exc.detail), **exc.extra}
+        if exc.field:
+            response.data["errors"] = {exc.field: [str(exc.detail)]}
+    return response

@@ -1,0 +1,3 @@
+"""WebSocket routes, collected from the apps that serve them."""
+
+websocket_urlpatterns = []

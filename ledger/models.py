@@ -1,0 +1,218 @@
+"""What happened: runs, their events, scoped state, transcripts and the inbound event log.
+
+Table and column names follow the reference host's ledger so its SQL keeps working. The
+ledger refers to runners, agents, projects and conversations by their id strings only.
+"""
+
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+
+
+TERMINAL_STATUSES = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMEOUT}
+)
+
+
+class AgentRun(models.Model):
+    run_id = models.CharField(max_length=64, unique=True)
+    event_id = models.CharField(max_length=255, db_index=True)
+    agent_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    binding_id = models.CharField(max_length=255, blank=True, default="")
+    runner_id = models.CharField(max_length=255)
+    conversation_id = models.CharField(max_length=255, blank=True, default="")
+    thread_id = models.CharField(max_length=255, blank=True, default="")
+    project_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    status_reason = models.TextField(blank=True, default="")
+    # The process that executes the run renews this lease; the reaper fails runs whose
+    # lease ran out (their owner died).
+    execution_owner_id = models.CharField(max_length=128, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    usage_json = models.JSONField(null=True, blank=True)
+    cost_json = models.JSONField(null=True, blank=True)
+    authorization_json = models.JSONField(default=dict, blank=True)
+    metadata_json = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "agent_run"
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["runner_id", "status"], name="agent_run_runner_status"),
+            models.Index(fields=["conversation_id", "status"], name="agent_run_conv_status"),
+        ]
+
+    def __str__(self):
+        return f"{self.run_id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class EventSource(models.TextChoices):
+    RUNNER = "runner"
+    HOST = "host"
+
+
+class AgentRunEvent(models.Model):
+    run = models.ForeignKey(
+        AgentRun, to_field="run_id", db_column="run_id", on_delete=models.CASCADE,
+        related_name="events",
+    )
+    sequence = models.IntegerField()
+    type = models.CharField(max_length=64)
+    data_json = models.JSONField(default=dict, blank=True)
+    usage_json = models.JSONField(null=True, blank=True)
+    source = models.CharField(max_length=8, choices=EventSource.choices, default=EventSource.RUNNER)
+    metadata_json = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "agent_run_event"
+        ordering = ["run_id", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sequence"], name="agent_run_event_run_seq")
+        ]
+
+    def __str__(self):
+        return f"{self.run_id}#{self.sequence} {self.type}"
+
+
+class StateScope(models.TextChoices):
+    CONVERSATION = "conversation"
+    ACTOR = "actor"
+    SUBJECT = "subject"
+    RUNNER = "runner"
+
+
+class AgentRunnerState(models.Model):
+    runner_id = models.CharField(max_length=255)
+    binding_identity = models.CharField(max_length=255)
+    scope = models.CharField(max_length=16, choices=StateScope.choices)
+    scope_key = models.CharField(max_length=512)
+    state_key = models.CharField(max_length=255)
+    value_json = models.JSONField(null=True)
+    conversation_id = models.CharField(max_length=255, blank=True, default="")
+    thread_id = models.CharField(max_length=255, blank=True, default="")
+    actor_type = models.CharField(max_length=64, blank=True, default="")
+    actor_id = models.CharField(max_length=255, blank=True, default="")
+    subject_type = models.CharField(max_length=64, blank=True, default="")
+    subject_id = models.CharField(max_length=255, blank=True, default="")
+    project_id = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "agent_runner_state"
+        ordering = ["scope_key", "state_key"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope_key", "state_key"], name="agent_runner_state_key")
+        ]
+
+    def __str__(self):
+        return f"{self.scope}:{self.state_key}"
+
+
+class Transcript(models.Model):
+    """One row per user message and per run's first completed assistant message."""
+
+    conversation_id = models.CharField(max_length=255, db_index=True)
+    thread_id = models.CharField(max_length=255, blank=True, default="")
+    project_id = models.CharField(max_length=64, blank=True, default="")
+    event_id = models.CharField(max_length=255, blank=True, default="")
+    run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    runner_id = models.CharField(max_length=255, blank=True, default="")
+    role = models.CharField(max_length=16)
+    # The agent (or "user") that wrote the entry; agent-tree routing reads it.
+    author = models.CharField(max_length=255, blank=True, default="")
+    item_type = models.CharField(max_length=32, default="message")
+    content = models.TextField(blank=True, default="")
+    content_json = models.JSONField(default=dict, blank=True)
+    attachment_refs = models.JSONField(default=list, blank=True)
+    metadata_json = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "transcript"
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.conversation_id}#{self.pk} {self.role}"
+
+
+class EventLog(models.Model):
+    """One row per inbound event."""
+
+    event_id = models.CharField(max_length=255, unique=True)
+    event_type = models.CharField(max_length=128)
+    source = models.CharField(max_length=64, blank=True, default="")
+    run_id = models.CharField(max_length=64, blank=True, default="")
+    runner_id = models.CharField(max_length=255, blank=True, default="")
+    conversation_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    thread_id = models.CharField(max_length=255, blank=True, default="")
+    project_id = models.CharField(max_length=64, blank=True, default="")
+    actor_type = models.CharField(max_length=64, blank=True, default="")
+    actor_id = models.CharField(max_length=255, blank=True, default="")
+    subject_type = models.CharField(max_length=64, blank=True, default="")
+    subject_id = models.CharField(max_length=255, blank=True, default="")
+    input_summary = models.CharField(max_length=1000, blank=True, default="")
+    input_json = models.JSONField(null=True, blank=True)
+    metadata_json = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "event_log"
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"{self.event_id} {self.event_type}"
+
+
+class SteeringStatus(models.TextChoices):
+    QUEUED = "queued"
+    INJECTED = "injected"
+    DROPPED = "dropped"
+
+
+class SteeringItem(models.Model):
+    """A message absorbed into an active run; the runner pulls it with `steering_pull`."""
+
+    run = models.ForeignKey(
+        AgentRun, to_field="run_id", db_column="run_id", on_delete=models.CASCADE,
+        related_name="steering_items",
+    )
+    event_id = models.CharField(max_length=255)
+    item_json = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=16, choices=SteeringStatus.choices, default=SteeringStatus.QUEUED
+    )
+    reason = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "steering_item"
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.event_id} -> {self.run_id} ({self.status})"
