@@ -1,0 +1,451 @@
+"""One path for every run: event in, runner streamed, everything journaled.
+
+`Orchestrator.run(event, binding)` is an async generator of the messages a caller delivers
+(deltas, completed messages). Everything else a runner sends is recorded in the ledger and
+published to the Channels group `run.<run_id>` for live viewers.
+"""
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pydantic
+from channels.layers import get_channel_layer
+from langbot_plugin.api.entities.builtin.runner import result as sdk_result
+
+from ledger import readers
+from ledger import services as ledger
+from ledger.models import EventSource, RunStatus
+
+from . import builtins, context, registry
+from .models import RunnerDescriptor
+from .protocol import AgentBinding, AgentEventEnvelope
+
+logger = logging.getLogger(__name__)
+
+PAYLOAD_MODELS: dict[str, type[pydantic.BaseModel]] = {
+    "message.delta": sdk_result.MessageDeltaPayload,
+    "message.completed": sdk_result.MessageCompletedPayload,
+    "tool.call.started": sdk_result.ToolCallStartedPayload,
+    "tool.call.completed": sdk_result.ToolCallCompletedPayload,
+    "state.updated": sdk_result.StateUpdatedPayload,
+    "action.requested": sdk_result.ActionRequestedPayload,
+    "run.completed": sdk_result.RunCompletedPayload,
+    "run.failed": sdk_result.RunFailedPayload,
+    "processor.log": sdk_result.ProcessorLogPayload,
+}
+DELIVERED_TYPES = {"message.delta", "message.completed"}
+NO_DEADLINE_ITEM_TIMEOUT = 300.0
+CANCEL_POLL_SECONDS = 1.0
+STEERING_EVENT_TYPE = "message.received"
+
+# A process-wide owner id: the lease on every run this process executes carries it.
+OWNER_ID = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class RunRefused(Exception):
+    """The run could not start (unknown runner, bad binding); nothing was recorded."""
+
+
+class ProtocolError(Exception):
+    """The runner broke the result protocol; the run fails with this reason."""
+
+
+@dataclass
+class RunMessage:
+    """One message delivered to the caller, with its ledger sequence."""
+
+    run_id: str
+    sequence: int
+    type: str
+    data: dict
+    usage: dict | None = None
+
+    def as_dict(self) -> dict:
+        return {"run_id": self.run_id, "sequence": self.sequence, "type": self.type,
+                "data": self.data, "usage": self.usage}
+
+
+@dataclass
+class _RunState:
+    """What the loop tracks for one run while it streams."""
+
+    run_id: str
+    event: AgentEventEnvelope
+    binding: AgentBinding
+    descriptor: RunnerDescriptor
+    scopes: dict
+    deadline: float | None
+    agent_name: str
+    seen_runner_sequences: set = field(default_factory=set)
+    last_runner_sequence: int = 0
+    ledger_sequence: int = 0
+    status: str | None = None
+    reason: str = ""
+    usage: dict | None = None
+    transcript_written: bool = False
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+_active_runs: dict[str, _RunState] = {}
+
+
+def new_run_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Orchestrator:
+    """Runs agents. `gateway` reaches plugin runners (the runtime link, wherever it lives)."""
+
+    def __init__(self, gateway):
+        self.gateway = gateway
+        self.channel_layer = get_channel_layer()
+
+    # --- public API ------------------------------------------------------------------------
+
+    async def run(self, event: AgentEventEnvelope, binding: AgentBinding, *,
+                  run_id: str | None = None, agent_name: str = "") -> AsyncIterator[RunMessage]:
+        run_id = run_id or new_run_id()
+        descriptor = await self._descriptor(binding.runner_id)
+        if await self._try_steer(event, binding, descriptor):
+            return
+        apis = context.available_apis(event, binding, descriptor)
+        scopes = context.state_context(event, binding, descriptor.id)
+        timeout = binding.timeout_seconds
+        deadline = time.time() + timeout if timeout else None
+        try:
+            await self._journal_start(run_id, event, binding, descriptor, apis, scopes, deadline,
+                                      agent_name)
+        except ledger.DuplicateEvent as duplicate:
+            async for message in self._replay(duplicate.run_id):
+                yield message
+            return
+        state = _RunState(run_id=run_id, event=event, binding=binding, descriptor=descriptor,
+                          scopes=scopes, deadline=deadline, agent_name=agent_name)
+        _active_runs[run_id] = state
+        try:
+            snapshot = await ledger.state_snapshot(
+                {scope: info["scope_key"] for scope, info in scopes.items()}
+            )
+            payload = context.build_context(run_id=run_id, event=event, binding=binding,
+                                            apis=apis, state=snapshot, deadline_at=deadline)
+            async for message in self._stream(state, payload):
+                yield message
+        except (GeneratorExit, asyncio.CancelledError):
+            await self._finish(state, RunStatus.CANCELLED, "consumer_cancelled")
+            raise
+        except Exception as exc:  # the runner, the runtime or the host broke: record why
+            logger.exception("run %s failed", run_id)
+            await self._finish(state, self._failure_status(state), f"{type(exc).__name__}: {exc}")
+        finally:
+            _active_runs.pop(run_id, None)
+
+    async def run_to_end(self, event: AgentEventEnvelope, binding: AgentBinding, **kwargs) -> dict:
+        """Run and collect: `{run_id, status, status_reason, messages, usage}`."""
+        run_id = kwargs.pop("run_id", None) or new_run_id()
+        messages = [m.as_dict() async for m in self.run(event, binding, run_id=run_id, **kwargs)]
+        # The event id finds the run even when it was replayed from an earlier submission.
+        run = await readers.run_outcome_for_event(event.event_id)
+        return {**run, "messages": messages}
+
+    @staticmethod
+    async def cancel(run_id: str, reason: str = "cancelled by request"):
+        """Flag the run and, when it runs in this process, stop it now."""
+        run = await ledger.request_cancel(run_id, reason)
+        state = _active_runs.get(run_id)
+        if state is not None:
+            state.cancel.set()
+        return run
+
+    # --- steps -----------------------------------------------------------------------------
+
+    async def _descriptor(self, runner_id: str) -> RunnerDescriptor:
+        try:
+            return await registry.get_descriptor(runner_id, self.gateway.discover)
+        except registry.RunnerNotFound as exc:
+            raise RunRefused(str(exc)) from exc
+
+    async def _try_steer(self, event, binding, descriptor) -> bool:
+        """A message for a conversation whose active run steers joins that run instead."""
+        if not (event.event_type == STEERING_EVENT_TYPE and event.conversation_id
+                and (descriptor.capabilities or {}).get("steering")):
+            return False
+        for active in list(_active_runs.values()):
+            if (active.descriptor.id == descriptor.id
+                    and active.event.conversation_id == event.conversation_id
+                    and active.event.thread_id == event.thread_id):
+                item = {
+                    "claimed_run_id": active.run_id, "runner_id": descriptor.id,
+                    "claimed_at": int(time.time()),
+                    "event": {"event_id": event.event_id, "event_type": event.event_type,
+                              "event_time": event.event_time, "source": event.source},
+                    "conversation": {"conversation_id": event.conversation_id,
+                                     "thread_id": event.thread_id},
+                    "actor": event.actor.model_dump(),
+                    "input": event.input.model_dump(exclude_none=True),
+                }
+                queued = await ledger.enqueue_steering(
+                    active.run_id, event.event_id, item,
+                    event_log=self._event_log(event, active.run_id, descriptor.id,
+                                              steering={"status": "queued",
+                                                        "claimed_by_run_id": active.run_id}),
+                    user_transcript=self._user_transcript(event),
+                )
+                if queued:
+                    return True
+        return False
+
+    async def _journal_start(self, run_id, event, binding, descriptor, apis, scopes, deadline,
+                             agent_name):
+        deadline_at = datetime.fromtimestamp(deadline, UTC) if deadline else None
+        await ledger.start_run(
+            run={
+                "run_id": run_id, "event_id": event.event_id, "agent_id": event.agent_id or "",
+                "binding_id": binding.binding_id, "runner_id": descriptor.id,
+                "conversation_id": event.conversation_id or "",
+                "thread_id": event.thread_id or "", "project_id": event.project_id or "",
+                "deadline_at": deadline_at,
+                "authorization_json": context.authorization_snapshot(event, binding, descriptor,
+                                                                     apis, scopes),
+                "metadata_json": {"event_type": event.event_type, "source": event.source,
+                                  "agent_name": agent_name,
+                                  "input": event.input.model_dump(exclude_none=True)},
+            },
+            event_log=self._event_log(event, None, descriptor.id),
+            user_transcript=self._user_transcript(event),
+            owner_id=OWNER_ID,
+        )
+
+    @staticmethod
+    def _event_log(event: AgentEventEnvelope, run_id, runner_id, **metadata) -> dict:
+        return {
+            "event_id": event.event_id, "event_type": event.event_type, "source": event.source,
+            "runner_id": runner_id, "conversation_id": event.conversation_id or "",
+            "thread_id": event.thread_id or "", "project_id": event.project_id or "",
+            "actor_type": event.actor.actor_type, "actor_id": event.actor.actor_id or "",
+            "subject_type": event.subject.subject_type if event.subject else "",
+            "subject_id": (event.subject.subject_id if event.subject else "") or "",
+            "input_summary": (event.input.text or "")[:1000],
+            "input_json": event.input.model_dump(exclude_none=True),
+            "metadata_json": metadata,
+            **({"run_id": run_id} if run_id else {}),
+        }
+
+    @staticmethod
+    def _user_transcript(event: AgentEventEnvelope) -> dict | None:
+        if event.event_type != STEERING_EVENT_TYPE or not event.conversation_id:
+            return None
+        return {
+            "conversation_id": event.conversation_id, "thread_id": event.thread_id or "",
+            "project_id": event.project_id or "", "event_id": event.event_id, "role": "user",
+            "author": "user", "content": ledger.transcript_text(event.input.text or ""),
+            "content_json": {"role": "user", "contents": event.input.contents},
+            "attachment_refs": [a.model_dump(exclude_none=True) for a in event.input.attachments],
+            "metadata_json": {"actor_type": event.actor.actor_type,
+                              "actor_id": event.actor.actor_id},
+        }
+
+    def _invoke(self, state: _RunState, payload: dict) -> AsyncIterator[dict]:
+        descriptor = state.descriptor
+        if descriptor.source == RunnerDescriptor.Source.BUILTIN:
+            return builtins.BUILTIN_RUNNERS[descriptor.id]["run"](payload)
+        item_timeout = (state.deadline - time.time() + 1.0) if state.deadline else NO_DEADLINE_ITEM_TIMEOUT
+        return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
+
+    async def _stream(self, state: _RunState, payload: dict) -> AsyncIterator[RunMessage]:
+        stream = self._invoke(state, payload)
+        cancel_wait = asyncio.ensure_future(state.cancel.wait())
+        next_item = None
+        try:
+            while True:
+                next_item = asyncio.ensure_future(anext(stream))
+                stop = await self._wait_for(state, next_item, cancel_wait)
+                if stop:
+                    await self._finish(state, *stop)
+                    return
+                try:
+                    raw = next_item.result()
+                except StopAsyncIteration:
+                    break
+                message = await self._handle(state, raw)
+                if message is not None:
+                    yield message
+            await self._finish(state, *self._ending(state))
+        finally:
+            cancel_wait.cancel()
+            if next_item is not None and not next_item.done():
+                next_item.cancel()
+                await asyncio.gather(next_item, return_exceptions=True)
+            # Closing the stream cancels the runner on the runtime's side.
+            await stream.aclose()
+
+    async def _wait_for(self, state: _RunState, next_item, cancel_wait) -> tuple | None:
+        """Wait for the next result; return (status, reason) when the run must stop instead."""
+        while True:
+            wait = CANCEL_POLL_SECONDS
+            if state.deadline is not None:
+                wait = min(wait, max(state.deadline - time.time(), 0))
+            done, _ = await asyncio.wait({next_item, cancel_wait}, timeout=wait,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if next_item in done:
+                return None
+            if cancel_wait in done or await ledger.cancel_requested(state.run_id):
+                return RunStatus.CANCELLED, await self._cancel_reason(state.run_id)
+            if state.deadline is not None and time.time() >= state.deadline:
+                return RunStatus.TIMEOUT, "runner.timeout: Agent runner timed out"
+
+    @staticmethod
+    async def _cancel_reason(run_id: str) -> str:
+        run = await readers.run_outcome(run_id)
+        return run.get("status_reason") or "cancel_requested"
+
+    def _ending(self, state: _RunState) -> tuple[str, str]:
+        if state.status:
+            return state.status, state.reason
+        return RunStatus.FAILED, "runner.protocol: the stream ended without run.completed or run.failed"
+
+    def _failure_status(self, state: _RunState) -> str:
+        if state.deadline is not None and time.time() >= state.deadline:
+            return RunStatus.TIMEOUT
+        return RunStatus.FAILED
+
+    # --- one result ------------------------------------------------------------------------
+
+    async def _handle(self, state: _RunState, raw) -> RunMessage | None:
+        if not isinstance(raw, dict):
+            await self._host_event(state, "result.dropped", {"reason": "result is not an object"})
+            return None
+        sequence = self._runner_sequence(state, raw.get("sequence"))
+        if sequence is None:
+            return None
+        type_ = raw.get("type")
+        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else None
+        if not isinstance(type_, str) or not type_:
+            await self._append(state, "unknown", data, usage, sequence)
+            raise ProtocolError("runner.protocol: a result arrived without a type")
+        model = PAYLOAD_MODELS.get(type_)
+        if model is None:
+            logger.warning("run %s: unknown result type %r stored and ignored", state.run_id, type_)
+            await self._append(state, type_, data, usage, sequence)
+            return None
+        try:
+            data = model.model_validate(data).model_dump(mode="json", exclude_none=type_ == "run.completed")
+        except pydantic.ValidationError as exc:
+            await self._host_event(state, "result.dropped", {
+                "reason": f"invalid {type_} payload", "runner_sequence": sequence,
+                "errors": json.loads(exc.json(include_url=False, include_input=False)),
+            })
+            return None
+        if raw.get("run_id") not in (None, state.run_id):
+            raise ProtocolError(f"runner.protocol: a result names run {raw.get('run_id')!r}")
+        if usage is not None:
+            state.usage = usage
+        state_write = transcript = None
+        if type_ == "state.updated":
+            state_write = await self._state_write(state, data)
+        elif type_ in ("message.completed", "run.completed") and not state.transcript_written:
+            transcript = self._assistant_transcript(state, data.get("message"))
+        message = await self._append(state, type_, data, usage, sequence,
+                                     state_write=state_write, transcript=transcript)
+        if type_ == "run.completed":
+            state.status, state.reason = RunStatus.COMPLETED, data.get("finish_reason", "stop")
+            if data.get("message"):
+                return RunMessage(state.run_id, message.sequence, "message.completed",
+                                  {"message": data["message"], "file_ids": []}, usage)
+        elif type_ == "run.failed":
+            code = data.get("code") or "runner.error"
+            state.status = RunStatus.TIMEOUT if code == "runner.timeout" else RunStatus.FAILED
+            state.reason = f"{code}: {data.get('error')}"
+        return message if type_ in DELIVERED_TYPES else None
+
+    def _runner_sequence(self, state: _RunState, value) -> int | None:
+        """Normalize the runner's sequence: None means the result is a duplicate, dropped."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            if value is not None:
+                logger.warning("run %s: non-integer sequence %r reassigned", state.run_id, value)
+            value = state.last_runner_sequence + 1
+        elif value <= 0:
+            logger.warning("run %s: sequence %s reassigned", state.run_id, value)
+            value = state.last_runner_sequence + 1
+        elif value in state.seen_runner_sequences:
+            logger.warning("run %s: duplicate sequence %s dropped", state.run_id, value)
+            return None
+        elif value != state.last_runner_sequence + 1:
+            logger.warning("run %s: sequence gap before %s", state.run_id, value)
+        state.seen_runner_sequences.add(value)
+        state.last_runner_sequence = max(state.last_runner_sequence, value)
+        return value
+
+    async def _state_write(self, state: _RunState, data: dict) -> ledger.StateWrite | None:
+        scope, key, value = data["scope"], data["key"], data["value"]
+        problem = None
+        if scope not in state.scopes:
+            problem = f"state scope '{scope}' is not enabled for this run"
+        else:
+            try:
+                size = len(json.dumps(value).encode())
+            except (TypeError, ValueError):
+                size, problem = 0, "state value is not JSON"
+            if size > ledger.STATE_VALUE_MAX_BYTES:
+                problem = f"state value is {size} bytes, over the 256 KiB limit"
+        if problem:
+            await self._host_event(state, "state.rejected", {"scope": scope, "key": key,
+                                                             "reason": problem})
+            return None
+        info = state.scopes[scope]
+        return ledger.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
+                                 value=value, identity=info["identity"])
+
+    def _assistant_transcript(self, state: _RunState, message: dict | None) -> dict | None:
+        if not message or not state.event.conversation_id:
+            return None
+        state.transcript_written = True
+        return {
+            "conversation_id": state.event.conversation_id,
+            "thread_id": state.event.thread_id or "", "project_id": state.event.project_id or "",
+            "event_id": state.event.event_id, "run_id": state.run_id,
+            "runner_id": state.descriptor.id, "role": message.get("role") or "assistant",
+            "author": state.agent_name or state.descriptor.id,
+            "content": ledger.transcript_text(message.get("content")), "content_json": message,
+        }
+
+    async def _append(self, state: _RunState, type_: str, data: dict, usage, runner_sequence,
+                      *, source=EventSource.RUNNER, state_write=None, transcript=None) -> RunMessage:
+        state.ledger_sequence += 1
+        metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
+        await ledger.record_result(state.run_id, state.ledger_sequence, type_, data, usage,
+                                   source=source, metadata=metadata, state=state_write,
+                                   transcript=transcript)
+        message = RunMessage(state.run_id, state.ledger_sequence, type_, data, usage)
+        await self._publish(state.run_id, {**message.as_dict(), "source": source})
+        return message
+
+    async def _host_event(self, state: _RunState, type_: str, data: dict) -> None:
+        logger.warning("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
+        await self._append(state, type_, data, None, None, source=EventSource.HOST)
+
+    async def _publish(self, run_id: str, event: dict) -> None:
+        await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})
+
+    async def _finish(self, state: _RunState, status: str, reason: str) -> None:
+        run = await ledger.finish_run(state.run_id, status, reason, state.usage)
+        await self._publish(state.run_id, {"type": "run.status", "run_id": state.run_id,
+                                           "status": run.status, "status_reason": run.status_reason,
+                                           "sequence": state.ledger_sequence})
+
+    async def _replay(self, run_id: str | None) -> AsyncIterator[RunMessage]:
+        """The outcome of a run already started for this event: its delivered messages."""
+        if run_id is None:
+            return
+        for event in await readers.run_events(run_id, wait_terminal=True):
+            if event["type"] in DELIVERED_TYPES:
+                yield RunMessage(run_id, event["sequence"], event["type"], event["data"],
+                                 event["usage"])
+
