@@ -1,0 +1,109 @@
+"""How runs end, with the real runtime and the QA fixture plugin's runners."""
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from ledger.models import AgentRun, AgentRunEvent
+from runners.orchestrator import Orchestrator, new_run_id
+from runners.protocol import AgentBinding, AgentEventEnvelope
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+
+
+def runner(name: str) -> str:
+    return f"plugin:e2e/agent-runner-qa/{name}"
+
+
+def binding(name: str, **config) -> AgentBinding:
+    return AgentBinding(binding_id=f"test-{name}", runner_id=runner(name), runner_config=config,
+                        state_policy={"state_scopes": ["conversation"]})
+
+
+def event(text: str = "hi", **fields) -> AgentEventEnvelope:
+    return AgentEventEnvelope(conversation_id="conv-outcomes", input={"text": text}, **fields)
+
+
+async def test_failing_runner_ends_failed_with_the_reason(qa_gateway):
+    outcome = await Orchestrator(qa_gateway).run_to_end(event(), binding("failing"))
+
+    assert outcome["status"] == "failed"
+    assert "runner.exception" in outcome["status_reason"]
+
+
+async def test_slow_runner_with_one_second_timeout_ends_timeout_within_two_seconds(qa_gateway):
+    started = time.monotonic()
+    outcome = await Orchestrator(qa_gateway).run_to_end(event(), binding("slow", timeout=1))
+
+    assert outcome["status"] == "timeout"
+    assert time.monotonic() - started < 2.0
+
+
+async def test_cancel_stops_a_silent_runner_within_one_second(qa_gateway):
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    stream = orchestrator.run(event(), binding("slow", sleep=30), run_id=run_id)
+    first = await anext(stream)  # the runner's one delta; then it sleeps
+    assert first.type == "message.delta"
+
+    cancelled_at = time.monotonic()
+    consume = asyncio.ensure_future(anext(stream, None))
+    await asyncio.sleep(0.05)
+    await orchestrator.cancel(run_id, "operator pressed cancel")
+    assert await asyncio.wait_for(consume, 1.0) is None
+
+    run = await AgentRun.objects.aget(run_id=run_id)
+    assert (run.status, run.status_reason) == ("cancelled", "operator pressed cancel")
+    assert run.cancel_requested_at is not None
+    assert time.monotonic() - cancelled_at < 1.0
+    plugin_dir = qa_gateway.plugins_dir / "e2e__agent-runner-qa"
+    for _ in range(20):  # the plugin notes the cancel it received
+        if (plugin_dir / f"cancelled-{run_id}").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert (plugin_dir / f"cancelled-{run_id}").exists()
+
+
+async def test_caller_going_away_cancels_the_run(qa_gateway):
+    run_id = new_run_id()
+    stream = Orchestrator(qa_gateway).run(event(), binding("slow", sleep=30), run_id=run_id)
+    await anext(stream)
+    await stream.aclose()
+
+    run = await AgentRun.objects.aget(run_id=run_id)
+    assert (run.status, run.status_reason) == ("cancelled", "consumer_cancelled")
+
+
+async def test_garbage_runner_results_are_dropped_and_the_run_ends_cleanly(qa_gateway):
+    outcome = await Orchestrator(qa_gateway).run_to_end(event(), binding("garbage"))
+
+    assert outcome["status"] == "completed"
+    assert [m["data"]["message"]["content"] for m in outcome["messages"]] == ["garbage done"]
+    events = [e async for e in AgentRunEvent.objects.filter(run_id=outcome["run_id"])]
+    dropped = [e for e in events if e.type == "result.dropped"]
+    assert len(dropped) >= 4 and all(e.source == "host" for e in dropped)
+    assert "e2e.unknown" in {e.type for e in events}  # unknown types are kept, not acted on
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_same_event_id_twice_runs_once(qa_gateway):
+    orchestrator = Orchestrator(qa_gateway)
+    first = await orchestrator.run_to_end(event(event_id="dup-event-1"), binding("default"))
+    second = await orchestrator.run_to_end(event(event_id="dup-event-1"), binding("default"))
+
+    assert second["run_id"] == first["run_id"]
+    assert [m["data"] for m in second["messages"]] == [m["data"] for m in first["messages"]]
+    assert await AgentRun.objects.filter(event_id="dup-event-1").acount() == 1
+
+
+async def test_in_run_apis_answer_within_policy_and_refuse_outside_it(qa_gateway):
+    outcome = await Orchestrator(qa_gateway).run_to_end(event(), binding("api-caller"))
+
+    report = json.loads(outcome["messages"][0]["data"]["message"]["content"])
+    assert report["state_set"] == {"ok": {"success": True}}
+    assert report["state_get"] == {"ok": {"value": {"n": 1}}}
+    assert report["run_get"]["ok"]["status"] == "running"
+    assert "ok" in report["history_page"] and "ok" in report["event_get"]
+    assert "ok" in report["steering_pull"]
+    assert "error" in report["state_get_forbidden"] or "skipped" in report["state_get_forbidden"]

@@ -1,0 +1,72 @@
+"""In-run API calls are authorized from the run row, whoever forwards them."""
+
+import pytest
+
+from ledger.models import AgentRun
+from runners import run_api
+from runners.runtime.host import HostError
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OWNER = "e2e/agent-runner-qa"
+
+
+@pytest.fixture
+async def active_run():
+    return await AgentRun.objects.acreate(
+        run_id="run-authz", event_id="evt-authz", runner_id=f"plugin:{OWNER}/default",
+        status="running", conversation_id="conv-authz",
+        authorization_json={
+            "plugin_identity": OWNER,
+            "available_apis": {"state": True, "run_get": True},
+            "state_context": {"conversation": {"scope_key": "conversation:v2:abc", "identity": {}}},
+        },
+    )
+
+
+async def call(action, **data):
+    return await run_api.handle(action, {"caller_plugin_identity": OWNER, **data}, None)
+
+
+async def test_state_call_for_the_callers_own_run_is_answered(active_run):
+    assert await call("state_get", run_id="run-authz", scope="conversation", key="k") == {"value": None}
+
+
+async def test_unknown_run_id_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await call("state_get", run_id="no-such-run", scope="conversation", key="k")
+    assert refused.value.code == "run.not_found"
+
+
+async def test_run_of_another_plugin_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await run_api.handle("run_get", {"run_id": "run-authz",
+                                         "caller_plugin_identity": "someone/else"}, None)
+    assert refused.value.code == "run.identity_mismatch"
+
+
+async def test_scope_the_binding_does_not_enable_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await call("state_set", run_id="run-authz", scope="actor", key="k", value=1)
+    assert refused.value.code == "state.scope_not_enabled"
+    assert "state.scope_not_enabled" in str(refused.value)  # the runtime relays only the text
+
+
+async def test_api_not_granted_to_the_run_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await call("history_page", run_id="run-authz")
+    assert refused.value.code == "api.not_available"
+
+
+async def test_writes_to_a_finished_run_are_refused(active_run):
+    await AgentRun.objects.filter(run_id="run-authz").aupdate(status="completed")
+    with pytest.raises(HostError) as refused:
+        await call("state_set", run_id="run-authz", scope="conversation", key="k", value=1)
+    assert refused.value.code == "run.not_active"
+
+
+async def test_oversize_state_value_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await call("state_set", run_id="run-authz", scope="conversation", key="k",
+                   value="x" * (256 * 1024 + 1))
+    assert refused.value.code == "state.too_large"

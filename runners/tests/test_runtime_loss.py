@@ -1,0 +1,37 @@
+"""The runtime dying mid-run ends the run with a reason; nothing stays `running`."""
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from ledger.models import AgentRun
+from runners.gateway import LocalGateway
+from runners.orchestrator import Orchestrator, new_run_id
+from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.tests.conftest import plugins_dir_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_runtime_killed_mid_run_fails_the_run(tmp_path):
+    gateway = LocalGateway(plugins_dir=plugins_dir_with(tmp_path, "e2e__agent-runner-qa"),
+                           runtime_dir=tmp_path / "runtime", url="", instance="runtime-loss")
+    try:
+        run_id = new_run_id()
+        binding = AgentBinding(binding_id="loss", runner_id="plugin:e2e/agent-runner-qa/slow",
+                               runner_config={"sleep": 30})
+        stream = Orchestrator(gateway).run(AgentEventEnvelope(input={"text": "x"}), binding,
+                                           run_id=run_id)
+        assert (await anext(stream)).type == "message.delta"
+
+        os.kill(gateway.link.pid, signal.SIGKILL)
+        assert await asyncio.wait_for(anext(stream, None), 5.0) is None
+
+        run = await AgentRun.objects.aget(run_id=run_id)
+        assert run.status == "failed"
+        assert run.status_reason
+        assert await AgentRun.objects.filter(status="running").acount() == 0
+    finally:
+        await gateway.stop()
