@@ -1,12 +1,26 @@
-from rest_framework.routers import SimpleRouter
+from django.urls import path
 
-from . import views
+from langhost.api import OptionalSlashRouter
 
-router = SimpleRouter(trailing_slash="/?")
+from . import langbot_views, run_views, views
+
+router = OptionalSlashRouter()
 router.register("agent-types", views.AgentTypeViewSet, basename="agent-type")
 router.register(
     r"projects/(?P<project_id>[0-9a-f-]{36})/agents", views.ProjectAgentViewSet,
     basename="project-agent",
 )
+router.register("runs", run_views.RunViewSet, basename="run")
+router.register("runners", run_views.RunnerViewSet, basename="runner")
 
-urlpatterns = router.urls
+# The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
+langbot_urlpatterns = [
+    path("user/init", langbot_views.UserInitView.as_view(), name="langbot-user-init"),
+    path("user/auth", langbot_views.UserAuthView.as_view(), name="langbot-user-auth"),
+    path("pipelines/_/metadata", langbot_views.PipelineMetadataView.as_view(),
+         name="langbot-pipeline-metadata"),
+    path("system/debug/plugin/action", langbot_views.DebugPluginActionView.as_view(),
+         name="langbot-debug-plugin-action"),
+]
+
+urlpatterns = router.urls + langbot_urlpatterns

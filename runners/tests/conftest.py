@@ -1,10 +1,10 @@
 import shutil
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 
 from runners.gateway import LocalGateway
+from tests.conftest import *  # noqa: F403  (people, clients, factories)
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
 

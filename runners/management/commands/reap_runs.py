@@ -1,0 +1,13 @@
+from django.core.management.base import BaseCommand
+
+from ledger.services import reap_stale_runs_sync
+
+
+class Command(BaseCommand):
+    help = "Fail `running` runs whose owning process stopped renewing its lease."
+
+    def handle(self, *args, **options):
+        reaped = reap_stale_runs_sync()
+        for run_id in reaped:
+            self.stdout.write(f"failed stale run {run_id}")
+        self.stdout.write(f"{len(reaped)} stale run(s) reaped.")
