@@ -51,8 +51,10 @@ class StateWrite:
 
 
 @sync_to_async
-def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str) -> AgentRun:
-    """Create the `running` row, the event log row and the user's transcript entry together.
+def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
+              scope_keys: dict[str, str]) -> dict[str, dict]:
+    """Create the `running` row, the event log row and the user's transcript entry together,
+    and return the state snapshot of `scope_keys` (`{scope: {state_key: value}}`).
 
     The event log's unique event id makes a replayed event fail here, before anything runs.
     """
@@ -60,7 +62,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
     try:
         with transaction.atomic():
             EventLog.objects.create(run_id=run["run_id"], **event_log)
-            agent_run = AgentRun.objects.create(
+            AgentRun.objects.create(
                 status=RunStatus.RUNNING, started_at=now, execution_owner_id=owner_id,
                 lease_expires_at=now + timedelta(seconds=LEASE_SECONDS), **run,
             )
@@ -71,7 +73,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
         if existing is None:
             raise
         raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
-    return agent_run
+    return _state_snapshot(scope_keys)
 
 
 @sync_to_async
@@ -108,8 +110,11 @@ def _upsert_state(write: StateWrite) -> None:
 
 
 @sync_to_async
-def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None) -> AgentRun:
-    """Move a run to a terminal status once; leftover steering items are marked dropped."""
+def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None) -> tuple[str, str]:
+    """Move a run to a terminal status once; leftover steering items are marked dropped.
+
+    Returns the run's (status, status_reason): a run that had already ended keeps its own.
+    """
     if status not in TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
     now = timezone.now()
@@ -118,11 +123,14 @@ def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = 
                   "updated_at": now, "lease_expires_at": None}
         if usage is not None:
             fields["usage_json"] = usage
-        AgentRun.objects.filter(run_id=run_id).exclude(status__in=TERMINAL_STATUSES).update(**fields)
+        updated = AgentRun.objects.filter(run_id=run_id).exclude(
+            status__in=TERMINAL_STATUSES).update(**fields)
         SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
             status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
         )
-    return AgentRun.objects.get(run_id=run_id)
+    if updated:
+        return status, fields["status_reason"]
+    return tuple(AgentRun.objects.filter(run_id=run_id).values_list("status", "status_reason").get())
 
 
 def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:
@@ -184,8 +192,7 @@ def append_host_event(run_id: str, type_: str, data: dict) -> AgentRunEvent:
 
 # --- state ---------------------------------------------------------------------------------
 
-@sync_to_async
-def state_snapshot(scope_keys: dict[str, str]) -> dict[str, dict]:
+def _state_snapshot(scope_keys: dict[str, str]) -> dict[str, dict]:
     """`{scope: {state_key: value}}` for each scope that has a key."""
     snapshot = {scope: {} for scope in ("conversation", "actor", "subject", "runner")}
     by_key = {key: scope for scope, key in scope_keys.items()}

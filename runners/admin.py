@@ -1,6 +1,9 @@
+from django import forms
 from django.contrib import admin, messages
+from pydantic import ValidationError
 
-from .models import AgentInstance, AgentType, InvalidTransition
+from .bindings import to_protocol
+from .models import AgentInstance, AgentType, Binding, InvalidTransition
 
 
 @admin.register(AgentType)
@@ -45,3 +48,42 @@ class AgentInstanceAdmin(admin.ModelAdmin):
     @admin.action(description="Terminate selected agents")
     def terminate(self, request, queryset):
         self._apply(request, queryset, "terminate")
+
+
+class BindingForm(forms.ModelForm):
+    """Policies are checked with the same model the orchestrator uses; errors name the field."""
+
+    class Meta:
+        model = Binding
+        fields = ["binding_id", "enabled", "runner_id", "scope_type", "scope_id", "runner_config",
+                  "state_policy", "delivery_policy", "resource_policy"]
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            to_protocol(Binding(**cleaned))
+        except ValidationError as exc:
+            for error in exc.errors():
+                field = str(error["loc"][0]) if error["loc"] else None
+                field = field if field in self.fields else None
+                self.add_error(field, f"{'.'.join(map(str, error['loc']))}: {error['msg']}")
+        return cleaned
+
+
+@admin.register(Binding)
+class BindingAdmin(admin.ModelAdmin):
+    list_display = ["binding_id", "scope_type", "scope_id", "runner_id", "enabled", "updated_at"]
+    list_filter = ["scope_type", "enabled", "runner_id"]
+    search_fields = ["binding_id", "scope_id", "runner_id"]
+    readonly_fields = ["created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["binding_id", "enabled", "runner_id"]}),
+        ("Scope", {"fields": ["scope_type", "scope_id"],
+                   "description": "The most specific enabled binding answers: conversation, "
+                                  "then agent, project, global."}),
+        ("Runner config and policies", {"fields": ["runner_config", "state_policy",
+                                                   "delivery_policy", "resource_policy"]}),
+        ("Dates", {"fields": ["created_at", "updated_at"]}),
+    ]
+
+    form = BindingForm

@@ -120,8 +120,8 @@ class Orchestrator:
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
         try:
-            await self._journal_start(run_id, event, binding, descriptor, apis, scopes, deadline,
-                                      agent_name)
+            snapshot = await self._journal_start(run_id, event, binding, descriptor, apis, scopes,
+                                                 deadline, agent_name)
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
@@ -130,9 +130,6 @@ class Orchestrator:
                           scopes=scopes, deadline=deadline, agent_name=agent_name)
         _active_runs[run_id] = state
         try:
-            snapshot = await ledger.state_snapshot(
-                {scope: info["scope_key"] for scope, info in scopes.items()}
-            )
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=snapshot, deadline_at=deadline)
             async for message in self._stream(state, payload):
@@ -204,7 +201,7 @@ class Orchestrator:
     async def _journal_start(self, run_id, event, binding, descriptor, apis, scopes, deadline,
                              agent_name):
         deadline_at = datetime.fromtimestamp(deadline, UTC) if deadline else None
-        await ledger.start_run(
+        return await ledger.start_run(
             run={
                 "run_id": run_id, "event_id": event.event_id, "agent_id": event.agent_id or "",
                 "binding_id": binding.binding_id, "runner_id": descriptor.id,
@@ -220,6 +217,7 @@ class Orchestrator:
             event_log=self._event_log(event, None, descriptor.id),
             user_transcript=self._user_transcript(event),
             owner_id=OWNER_ID,
+            scope_keys={scope: info["scope_key"] for scope, info in scopes.items()},
         )
 
     @staticmethod
@@ -435,9 +433,9 @@ class Orchestrator:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})
 
     async def _finish(self, state: _RunState, status: str, reason: str) -> None:
-        run = await ledger.finish_run(state.run_id, status, reason, state.usage)
+        status, reason = await ledger.finish_run(state.run_id, status, reason, state.usage)
         await self._publish(state.run_id, {"type": "run.status", "run_id": state.run_id,
-                                           "status": run.status, "status_reason": run.status_reason,
+                                           "status": status, "status_reason": reason,
                                            "sequence": state.ledger_sequence})
 
     async def _replay(self, run_id: str | None) -> AsyncIterator[RunMessage]:

@@ -1,6 +1,7 @@
 """Runner descriptors: stored from discovery, looked up by id for every run."""
 
 import re
+import time
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -9,6 +10,10 @@ from .builtins import BUILTIN_RUNNERS
 from .models import RunnerDescriptor
 
 RUNNER_ID_RE = re.compile(r"^plugin:([^/\s]+)/([^/\s]+)/([^/\s]+)$")
+# Descriptors are read for every run; a short-lived cache spares the run a round trip.
+# Discovery in this process clears it; other processes' changes show within the TTL.
+CACHE_SECONDS = 2.0
+_cache: dict[str, tuple[float, RunnerDescriptor]] = {}
 
 
 class RunnerNotFound(LookupError):
@@ -44,6 +49,7 @@ def _descriptor_fields(raw: dict) -> dict:
 
 def store_discovered_sync(raw_descriptors: list[dict]) -> list[RunnerDescriptor]:
     """Upsert what the runtime listed; plugin runners it no longer lists become unavailable."""
+    _cache.clear()
     now = timezone.now()
     seen = []
     for raw in raw_descriptors:
@@ -61,6 +67,7 @@ def store_discovered_sync(raw_descriptors: list[dict]) -> list[RunnerDescriptor]
 
 def mark_plugins_unavailable_sync() -> int:
     """The runtime is gone: none of its runners can run until it is back."""
+    _cache.clear()
     return RunnerDescriptor.objects.filter(
         source=RunnerDescriptor.Source.PLUGIN, available=True
     ).update(available=False, updated_at=timezone.now())
@@ -94,10 +101,14 @@ def _available(runner_id: str) -> RunnerDescriptor | None:
 
 async def get_descriptor(runner_id: str, rediscover) -> RunnerDescriptor:
     """The available descriptor; on a miss, `rediscover()` once before giving up."""
+    cached = _cache.get(runner_id)
+    if cached and cached[0] > time.monotonic():
+        return cached[1]
     descriptor = await _available(runner_id)
     if descriptor is None and parse_plugin_runner_id(runner_id):
         await rediscover()
         descriptor = await _available(runner_id)
     if descriptor is None:
         raise RunnerNotFound(runner_id)
+    _cache[runner_id] = (time.monotonic() + CACHE_SECONDS, descriptor)
     return descriptor

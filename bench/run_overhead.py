@@ -1,0 +1,130 @@
+"""What the orchestrator costs on top of the bare runtime round trip.
+
+Self-contained: makes a temporary data dir (SQLite, WAL), copies the echo fixture plugin into
+it, spawns one runtime over stdio, and measures in the same run:
+  - bare:         `run_runner` over the runtime link, results read and dropped;
+  - orchestrator: the same runner through `Orchestrator.run` (journal, events, state, transcript).
+Sequential: median and p95 latency of one run. Concurrent: runs/s with 16 runs in flight.
+
+    .venv/bin/python bench/run_overhead.py [--runs 200] [--seconds 5]
+
+The last line reads `overhead: latency_ratio=X throughput_ratio=Y`
+(orchestrator median / bare median; orchestrator runs/s / bare runs/s).
+"""
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ECHO_PLUGIN = ROOT / "tests" / "fixtures" / "plugins" / "e2e__agent-runner-qa"
+RUNNER = ("e2e", "agent-runner-qa", "default")
+CONCURRENCY = 16
+WARMUP = 20
+
+
+def setup_django(data_dir: Path) -> None:
+    os.environ["LANGHOST_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
+    os.environ.setdefault("LANGHOST_LOG_LEVEL", "WARNING")
+    sys.path.insert(0, str(ROOT))
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def bare_context(run_id: str) -> dict:
+    return {"run_id": run_id, "trigger": {"type": "message.received"},
+            "event": {"event_id": f"bare-{run_id}", "event_type": "message.received",
+                      "source": "api"},
+            "conversation": {"conversation_id": "bench"},
+            "input": {"text": "bench"}, "delivery": {"surface": "api"}, "resources": {},
+            "runtime": {}}
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def measure(one_run, runs: int, seconds: float) -> dict:
+    for _ in range(WARMUP):
+        await one_run()
+    latencies = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await one_run()
+        latencies.append(time.perf_counter() - started)
+
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def worker():
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await one_run()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    elapsed = time.perf_counter() - started
+    return {"median": statistics.median(latencies), "p95": percentile(latencies, 0.95),
+            "throughput": done / elapsed}
+
+
+async def main(runs: int, seconds: float, data_dir: Path) -> None:
+    from runners.gateway import LocalGateway
+    from runners.orchestrator import Orchestrator
+    from runners.protocol import AgentBinding, AgentEventEnvelope
+
+    plugins = data_dir / "plugins"
+    shutil.copytree(ECHO_PLUGIN, plugins / ECHO_PLUGIN.name)
+    gateway = LocalGateway(plugins_dir=plugins, runtime_dir=data_dir / "runtime", url="",
+                           instance="bench")
+    try:
+        await gateway.discover()
+        link = gateway.link
+        orchestrator = Orchestrator(gateway)
+        binding = AgentBinding(binding_id="bench", runner_id="plugin:e2e/agent-runner-qa/default",
+                               state_policy={"state_scopes": ["conversation"]})
+
+        async def bare_run():
+            async for _ in link.run_runner(*RUNNER, bare_context(str(uuid.uuid4())), 30.0):
+                pass
+
+        async def orchestrated_run():
+            event = AgentEventEnvelope(conversation_id="bench", input={"text": "bench"})
+            async for _ in orchestrator.run(event, binding):
+                pass
+
+        bare = await measure(bare_run, runs, seconds)
+        orchestrated = await measure(orchestrated_run, runs, seconds)
+    finally:
+        await gateway.stop()
+
+    for name, result in (("bare", bare), ("orchestrator", orchestrated)):
+        print(f"{name:>12}: median {result['median'] * 1000:.2f} ms, "
+              f"p95 {result['p95'] * 1000:.2f} ms, {CONCURRENCY}-way {result['throughput']:.1f} runs/s")
+    latency_ratio = orchestrated["median"] / bare["median"]
+    throughput_ratio = orchestrated["throughput"] / bare["throughput"]
+    print("budget: latency_ratio <= 1.5, throughput_ratio >= 0.7")
+    print(f"overhead: latency_ratio={latency_ratio:.2f} throughput_ratio={throughput_ratio:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="sequential runs per side")
+    parser.add_argument("--seconds", type=float, default=5.0, help="concurrent phase per side")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="langhost-bench-") as tmp:
+        setup_django(Path(tmp))
+        asyncio.run(main(args.runs, args.seconds, Path(tmp)))

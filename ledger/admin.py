@@ -1,0 +1,156 @@
+import json
+
+from django.contrib import admin, messages
+from django.utils.html import format_html, format_html_join
+
+from . import services
+from .models import (
+    TERMINAL_STATUSES,
+    AgentRun,
+    AgentRunEvent,
+    AgentRunnerState,
+    EventLog,
+    SteeringItem,
+    Transcript,
+)
+
+
+def pretty(value) -> str:
+    return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>',
+                       json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The ledger records what happened: nobody edits it by hand."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class RunEventInline(admin.TabularInline):
+    model = AgentRunEvent
+    fields = ["sequence", "type", "source", "payload", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ["sequence"]
+    verbose_name = "event"
+    verbose_name_plural = "Event timeline"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="payload")
+    def payload(self, event):
+        return pretty(event.data_json)
+
+
+@admin.register(AgentRun)
+class AgentRunAdmin(ReadOnlyAdmin):
+    list_display = ["run_id", "status", "runner_id", "agent_id", "duration", "created_at"]
+    list_filter = ["status", "runner_id", "created_at"]
+    search_fields = ["run_id", "event_id", "conversation_id"]
+    date_hierarchy = "created_at"
+    inlines = [RunEventInline]
+    actions = ["cancel_runs"]
+    readonly_fields = [
+        "run_id", "event_id", "status", "status_reason", "runner_id", "binding_id", "agent_id",
+        "project_id", "conversation_id", "thread_id", "created_at", "started_at", "finished_at",
+        "deadline_at", "cancel_requested_at", "usage", "transcript", "state_changes",
+        "authorization",
+    ]
+    fieldsets = [
+        (None, {"fields": ["run_id", "status", "status_reason", "runner_id", "binding_id",
+                           "agent_id", "project_id", "conversation_id", "thread_id", "event_id"]}),
+        ("Timing", {"fields": ["created_at", "started_at", "finished_at", "deadline_at",
+                               "cancel_requested_at"]}),
+        ("What it produced", {"fields": ["transcript", "state_changes", "usage"]}),
+        ("Authorization snapshot", {"classes": ["collapse"], "fields": ["authorization"]}),
+    ]
+
+    @admin.display(description="duration")
+    def duration(self, run):
+        seconds = run.duration_seconds
+        return "—" if seconds is None else f"{seconds:.2f} s"
+
+    @admin.display(description="usage")
+    def usage(self, run):
+        return pretty(run.usage_json)
+
+    @admin.display(description="authorization")
+    def authorization(self, run):
+        return pretty(run.authorization_json)
+
+    @admin.display(description="transcript")
+    def transcript(self, run):
+        rows = Transcript.objects.filter(conversation_id=run.conversation_id).filter(
+            event_id=run.event_id
+        ) if run.conversation_id else Transcript.objects.none()
+        return format_html_join("", "<p><b>{}</b> ({}): {}</p>",
+                                ((row.role, row.author, row.content) for row in rows)) or "—"
+
+    @admin.display(description="state changes")
+    def state_changes(self, run):
+        updates = run.events.filter(type="state.updated").order_by("sequence")
+        return format_html_join("", "<p>#{} <code>{}</code> {} = {}</p>", (
+            (e.sequence, e.data_json.get("scope"), e.data_json.get("key"),
+             json.dumps(e.data_json.get("value"), default=str)) for e in updates
+        )) or "—"
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request, queryset):
+        # The flag is enough: the process running the run checks it within a second.
+        active = [run for run in queryset if run.status not in TERMINAL_STATUSES]
+        for run in active:
+            services.request_cancel_sync(run.run_id, f"cancelled by {request.user} in the admin")
+        skipped = queryset.count() - len(active)
+        self.message_user(request, f"Cancel requested for {len(active)} run(s).", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} run(s) had already ended.", messages.WARNING)
+
+
+@admin.register(AgentRunnerState)
+class AgentRunnerStateAdmin(ReadOnlyAdmin):
+    list_display = ["state_key", "scope", "runner_id", "conversation_id", "actor_id", "updated_at"]
+    list_filter = ["scope", "runner_id"]
+    search_fields = ["state_key", "scope_key", "conversation_id", "actor_id", "binding_identity"]
+    readonly_fields = ["runner_id", "binding_identity", "scope", "scope_key", "state_key",
+                       "value", "conversation_id", "thread_id", "actor_type", "actor_id",
+                       "subject_type", "subject_id", "project_id", "created_at", "updated_at"]
+    exclude = ["value_json"]
+
+    @admin.display(description="value")
+    def value(self, row):
+        return pretty(row.value_json)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+
+@admin.register(Transcript)
+class TranscriptAdmin(ReadOnlyAdmin):
+    list_display = ["id", "conversation_id", "role", "author", "short_content", "run_id",
+                    "created_at"]
+    list_filter = ["role"]
+    search_fields = ["conversation_id", "content", "run_id", "event_id"]
+
+    @admin.display(description="content")
+    def short_content(self, row):
+        return row.content[:80]
+
+
+@admin.register(EventLog)
+class EventLogAdmin(ReadOnlyAdmin):
+    list_display = ["event_id", "event_type", "source", "run_id", "conversation_id", "created_at"]
+    list_filter = ["event_type", "source"]
+    search_fields = ["event_id", "run_id", "conversation_id", "input_summary"]
+
+
+@admin.register(SteeringItem)
+class SteeringItemAdmin(ReadOnlyAdmin):
+    list_display = ["event_id", "run", "status", "reason", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["event_id", "run__run_id"]
