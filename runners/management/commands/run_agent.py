@@ -62,11 +62,16 @@ class Command(BaseCommand):
         return outcome["status"]
 
     def _show(self, message) -> None:
+        """Deltas as they arrive on one line; each completed message on a line of its own."""
         if message.type == "message.delta":
             chunk = message.data.get("chunk") or {}
             sys.stdout.write(str(chunk.get("content") or ""))
             sys.stdout.flush()
+            self._streaming = True
         elif message.type == "message.completed":
+            if getattr(self, "_streaming", False):
+                self.stdout.write("")
+                self._streaming = False
             self.stdout.write(str((message.data.get("message") or {}).get("content") or ""))
 
     @staticmethod
