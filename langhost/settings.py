@@ -167,6 +167,9 @@ SPECTACULAR_SETTINGS = {
 # Plugin runtime: unset URL = spawn the SDK runtime over stdio in this process.
 LANGHOST_RUNTIME_URL = os.environ.get("LANGHOST_RUNTIME_URL") or None
 LANGHOST_RUNTIME_TOKEN = os.environ.get("LANGHOST_RUNTIME_TOKEN") or None
+# Set in multi-process deployments: `manage.py runtime` owns the link, web processes reach it
+# through the Channels layer (needs REDIS_URL).
+LANGHOST_RUNTIME_WORKER = env_bool("LANGHOST_RUNTIME_WORKER", False)
 LANGHOST_PLUGINS_DIR = Path(
     os.environ.get("LANGHOST_PLUGINS_DIR", BASE_DIR / "plugins")
 ).resolve()

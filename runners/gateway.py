@@ -93,6 +93,7 @@ class LocalGateway:
         self.plugins: list[dict] = []
         self._tasks: set[asyncio.Task] = set()
         self._started = False
+        self._stopping = False
         self._settled = asyncio.Event()
         self._discover_lock = asyncio.Lock()
 
@@ -112,11 +113,13 @@ class LocalGateway:
         self._spawn(self._housekeeping_forever())
 
     async def stop(self) -> None:
+        # A deliberate stop is not an outage: descriptors keep their availability.
+        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.link.stop()
-        self._started = False
+        self._started = self._stopping = False
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -125,6 +128,8 @@ class LocalGateway:
 
     def _on_state_change(self, state: str, reason: str | None) -> None:
         self._settled.clear()
+        if self._stopping:
+            return
         if state == "ready":
             self._spawn(self.discover())
         elif state == "down":
@@ -229,7 +234,7 @@ class LocalGateway:
         await self.link.restart_plugin(author, name)
         await self.discover()
 
-    def status(self) -> dict:
+    async def status(self) -> dict:
         return {**self.link.status(), "instance_id": self.instance_id,
                 "plugins_dir": str(self.plugins_dir), "discovery_settled": self._settled.is_set(),
                 "pid_self": os.getpid()}
@@ -244,9 +249,17 @@ def _plugin_id(plugin: dict) -> str:
 _gateways: dict[int, LocalGateway] = {}
 
 
-def get_gateway() -> LocalGateway:
-    """The gateway of the running event loop (created, not yet started, on first use)."""
+def get_gateway():
+    """The gateway of the running event loop (created, not yet started, on first use).
+
+    With `LANGHOST_RUNTIME_WORKER` set, another process owns the runtime (`manage.py runtime`)
+    and this one reaches it through the Channels layer.
+    """
     loop = asyncio.get_running_loop()
+    if settings.LANGHOST_RUNTIME_WORKER:
+        from .runtime_worker import ChannelGateway
+
+        return ChannelGateway()
     gateway = _gateways.get(id(loop))
     if gateway is None or gateway.loop not in (None, loop):
         gateway = _gateways[id(loop)] = LocalGateway()

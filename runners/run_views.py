@@ -239,7 +239,7 @@ class RunnerViewSet(viewsets.ReadOnlyModelViewSet):
         """The runtime link's state: mode, state, uptime, last error."""
 
         async def runtime_status():
-            return get_gateway().status()
+            return await get_gateway().status()
 
         return Response(async_to_sync(runtime_status)())
 

@@ -1,0 +1,50 @@
+import asyncio
+import itertools
+import sys
+
+from django.core.management.base import BaseCommand
+
+from runners.gateway import get_gateway
+from runners.models import RunnerDescriptor
+from runners.registry import ensure_builtins_sync
+
+SPINNER = "|/-\\"
+
+
+class Command(BaseCommand):
+    help = "List runner descriptors and whether they are available (--refresh asks the runtime first)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--refresh", action="store_true",
+                            help="start or reach the runtime and wait until discovery settles")
+        parser.add_argument("--timeout", type=float, default=15.0)
+
+    def handle(self, *args, refresh, timeout, **options):
+        if refresh:
+            asyncio.run(self._refresh(timeout))
+        ensure_builtins_sync()
+        rows = RunnerDescriptor.objects.order_by("source", "id")
+        width = max([len(row.id) for row in rows] + [2])
+        self.stdout.write(f"{'ID':<{width}}  AVAILABLE  SOURCE   VERSION  LABEL")
+        for row in rows:
+            self.stdout.write(f"{row.id:<{width}}  {'yes' if row.available else 'no':<9}  "
+                              f"{row.source:<7}  {row.plugin_version or '-':<7}  {row.display_label}")
+
+    async def _refresh(self, timeout: float) -> None:
+        gateway = get_gateway()
+        discovery = asyncio.ensure_future(gateway.discover(timeout))
+        spin = itertools.cycle(SPINNER)
+        interactive = sys.stderr.isatty()
+        try:
+            while not discovery.done():
+                if interactive:
+                    sys.stderr.write(f"\r{next(spin)} waiting for the runtime's runners…")
+                    sys.stderr.flush()
+                await asyncio.wait({discovery}, timeout=0.1)
+            if interactive:
+                sys.stderr.write("\r" + " " * 40 + "\r")
+            discovery.result()
+        finally:
+            stop = getattr(gateway, "stop", None)
+            if stop is not None:
+                await stop()
