@@ -10,7 +10,7 @@ from langbot_plugin.api.entities.builtin.runner import RunnerContext, RunnerResu
 class EchoRunner(Runner):
     async def run(self, ctx: RunnerContext):
         text = ctx.input.to_text() or ""
-        turns = int((ctx.state.conversation.get("examples.turns") or 0)) + 1
+        turns = int(ctx.state.conversation.get("examples.turns") or 0) + 1
         so_far = ""
         for word in text.split():
             so_far = f"{so_far} {word}".strip()
