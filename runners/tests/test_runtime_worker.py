@@ -1,0 +1,72 @@
+"""Another process's view of the runtime: the `langhost.runtime` channel and ChannelGateway.
+
+The in-memory channel layer keeps both ends in this process; with Redis they are processes apart.
+"""
+
+import asyncio
+import contextlib
+
+import pytest
+import pytest_asyncio
+from channels.layers import get_channel_layer
+from channels.worker import Worker
+
+from ledger.models import AgentRun
+from runners.orchestrator import Orchestrator, new_run_id
+from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.runtime_worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorkerConsumer
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def channel_gateway(qa_gateway):
+    RuntimeWorkerConsumer.gateway = qa_gateway
+    layer = get_channel_layer()
+    worker = asyncio.ensure_future(Worker(RuntimeWorkerConsumer.as_asgi(), [RUNTIME_CHANNEL],
+                                          layer).arun())
+    yield ChannelGateway(layer)
+    worker.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await worker
+
+
+def binding(runner: str, **config) -> AgentBinding:
+    return AgentBinding(binding_id=f"worker-{runner}", runner_config=config,
+                        runner_id=f"plugin:e2e/agent-runner-qa/{runner}")
+
+
+async def test_discovery_through_the_channel_lists_plugin_runners(channel_gateway):
+    assert "plugin:e2e/agent-runner-qa/default" in await channel_gateway.discover()
+
+
+async def test_run_through_the_channel_completes(channel_gateway):
+    event = AgentEventEnvelope(conversation_id="via-channel", input={"text": "over the layer"})
+    outcome = await Orchestrator(channel_gateway).run_to_end(event, binding("default"))
+
+    assert outcome["status"] == "completed"
+    assert outcome["messages"][0]["data"]["message"]["content"] == "e2e echo: over the layer"
+
+
+async def test_cancel_through_the_channel_reaches_the_plugin(channel_gateway, qa_gateway):
+    orchestrator, run_id = Orchestrator(channel_gateway), new_run_id()
+    stream = orchestrator.run(AgentEventEnvelope(input={"text": "x"}), binding("slow", sleep=30),
+                              run_id=run_id)
+    await anext(stream)
+    consume = asyncio.ensure_future(anext(stream, None))
+    await orchestrator.cancel(run_id, "stop via channel")
+    assert await asyncio.wait_for(consume, 1.0) is None
+
+    assert (await AgentRun.objects.aget(run_id=run_id)).status == "cancelled"
+    marker = qa_gateway.plugins_dir / "e2e__agent-runner-qa" / f"cancelled-{run_id}"
+    for _ in range(40):
+        if marker.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert marker.exists()
+
+
+async def test_status_through_the_channel_reports_the_link(channel_gateway):
+    status = await channel_gateway.status()
+
+    assert status["mode"] == "stdio" and status["state"] == "ready"
