@@ -1,9 +1,20 @@
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html_join
 from pydantic import ValidationError
 
+from ledger.admin import pretty
+
 from .bindings import to_protocol
-from .models import AgentInstance, AgentType, Binding, InvalidTransition
+from .gateway import apply_plugin_settings
+from .models import (
+    AgentInstance,
+    AgentType,
+    Binding,
+    InvalidTransition,
+    PluginInstallation,
+    RunnerDescriptor,
+)
 
 
 @admin.register(AgentType)
@@ -87,3 +98,107 @@ class BindingAdmin(admin.ModelAdmin):
     ]
 
     form = BindingForm
+
+
+@admin.register(RunnerDescriptor)
+class RunnerDescriptorAdmin(admin.ModelAdmin):
+    """What the runtime (or LangHost itself) can run. Discovery writes these; nobody edits them."""
+
+    list_display = ["id", "display_label", "source", "plugin_version", "available", "last_seen_at"]
+    list_filter = ["available", "source", "plugin_author"]
+    search_fields = ["id", "runner_name", "plugin_name", "plugin_author"]
+    fieldsets = [
+        (None, {"fields": ["id", "source", "available", "last_seen_at", "label_text",
+                           "description_text"]}),
+        ("Plugin", {"fields": ["plugin_author", "plugin_name", "plugin_version", "runner_name"]}),
+        ("Contract", {"fields": ["usages", "supported_event_patterns", "capability_list",
+                                 "permission_list", "config_form"]}),
+        ("Raw manifest", {"classes": ["collapse"], "fields": ["manifest"]}),
+    ]
+    readonly_fields = ["id", "source", "available", "last_seen_at", "label_text",
+                       "description_text", "plugin_author", "plugin_name", "plugin_version",
+                       "runner_name", "usages", "supported_event_patterns", "capability_list",
+                       "permission_list", "config_form", "manifest"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="label")
+    def label_text(self, obj):
+        return obj.display_label
+
+    @admin.display(description="description")
+    def description_text(self, obj):
+        description = obj.description or {}
+        return description.get("en_US") or next(iter(description.values()), "") or "—"
+
+    @admin.display(description="capabilities")
+    def capability_list(self, obj):
+        enabled = [name for name, on in (obj.capabilities or {}).items() if on]
+        return ", ".join(enabled) or "none"
+
+    @admin.display(description="permissions")
+    def permission_list(self, obj):
+        granted = [f"{area}: {', '.join(ops)}" for area, ops in (obj.permissions or {}).items() if ops]
+        return "; ".join(granted) or "none"
+
+    @admin.display(description="config form")
+    def config_form(self, obj):
+        items = obj.config_schema or []
+        if not items:
+            return "no settings"
+        return format_html_join(
+            "", "<p><code>{}</code> ({}){}: {}</p>",
+            ((item.get("name"), item.get("type"), " required" if item.get("required") else "",
+              (item.get("label") or {}).get("en_US", "")) for item in items),
+        )
+
+    @admin.display(description="manifest")
+    def manifest(self, obj):
+        return pretty(obj.raw_manifest)
+
+
+@admin.register(PluginInstallation)
+class PluginInstallationAdmin(admin.ModelAdmin):
+    list_display = ["plugin_id", "version", "enabled", "status", "short_error", "updated_at"]
+    list_filter = ["enabled", "status"]
+    search_fields = ["author", "name"]
+    fields = ["author", "name", "version", "enabled", "priority", "config", "installation_uuid",
+              "status", "last_error", "created_at", "updated_at"]
+    readonly_fields = ["author", "name", "version", "installation_uuid", "status", "last_error",
+                       "created_at", "updated_at"]
+    actions = ["enable", "disable"]
+
+    def has_add_permission(self, request):
+        return False  # installations follow the plugin folders
+
+    @admin.display(description="last error")
+    def short_error(self, obj):
+        return obj.last_error[:80]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if {"enabled", "config", "priority"} & set(form.changed_data):
+            self._apply(request, [obj])
+
+    def _apply(self, request, installations):
+        # The runtime re-reads settings when it restarts the plugin; that happens in the
+        # background so the admin stays responsive.
+        for installation in installations:
+            apply_plugin_settings(installation.author, installation.name)
+        self.message_user(request, "The runtime is restarting "
+                          f"{', '.join(i.plugin_id for i in installations)} with the new settings.",
+                          messages.INFO)
+
+    @admin.action(description="Enable selected plugins")
+    def enable(self, request, queryset):
+        queryset.update(enabled=True)
+        self._apply(request, list(queryset))
+
+    @admin.action(description="Disable selected plugins")
+    def disable(self, request, queryset):
+        queryset.update(enabled=False)
+        self._apply(request, list(queryset))

@@ -13,7 +13,7 @@ from contextlib import aclosing
 from pathlib import Path
 
 import yaml
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 
 from ledger import services as ledger
@@ -238,6 +238,19 @@ class LocalGateway:
         return {**self.link.status(), "instance_id": self.instance_id,
                 "plugins_dir": str(self.plugins_dir), "discovery_settled": self._settled.is_set(),
                 "pid_self": os.getpid()}
+
+
+def apply_plugin_settings(author: str, name: str) -> None:
+    """From sync code (admin): have this process's runtime restart a plugin with its settings.
+
+    Returns at once; the restart and the rediscovery after it run on the event loop.
+    """
+
+    async def schedule():
+        gateway = get_gateway()
+        asyncio.get_running_loop().create_task(gateway.restart_plugin(author, name))
+
+    async_to_sync(schedule)()
 
 
 def _plugin_id(plugin: dict) -> str:

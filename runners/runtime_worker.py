@@ -10,6 +10,8 @@ One process (`manage.py runtime`) owns the runtime link and serves the channel
   run.cancel   {stream_id}                              closes that run's stream (the plugin's
                                                           task is cancelled)
   runtime.status {reply_channel}                        → {type: "runtime.reply", status}
+  plugin.restart {author, name}                         the runtime relaunches the plugin, which
+                                                          reads its settings again
 """
 
 import asyncio
@@ -45,6 +47,9 @@ class RuntimeWorkerConsumer(AsyncConsumer):
     async def runtime_status(self, message):
         await self.channel_layer.send(message["reply_channel"],
                                       {"type": "runtime.reply", "status": await self.gateway.status()})
+
+    async def plugin_restart(self, message):
+        asyncio.ensure_future(self.gateway.restart_plugin(message["author"], message["name"]))
 
     async def run_start(self, message):
         task = asyncio.ensure_future(self._stream(message))
@@ -105,6 +110,10 @@ class ChannelGateway:
 
     async def status(self) -> dict:
         return (await self._request({"type": "runtime.status"}))["status"]
+
+    async def restart_plugin(self, author: str, name: str) -> None:
+        await self.channel_layer.send(RUNTIME_CHANNEL,
+                                      {"type": "plugin.restart", "author": author, "name": name})
 
     async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
         reply_channel = await self.channel_layer.new_channel()
