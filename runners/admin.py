@@ -15,6 +15,7 @@ from .models import (
     PluginInstallation,
     RunnerDescriptor,
 )
+from .registry import disable_plugin_runners_sync
 
 
 @admin.register(AgentType)
@@ -188,6 +189,8 @@ class PluginInstallationAdmin(admin.ModelAdmin):
         # The runtime re-reads settings when it restarts the plugin; that happens in the
         # background so the admin stays responsive.
         for installation in installations:
+            if not installation.enabled:
+                disable_plugin_runners_sync(installation.author, installation.name)
             apply_plugin_settings(installation.author, installation.name)
         self.message_user(request, "The runtime is restarting "
                           f"{', '.join(i.plugin_id for i in installations)} with the new settings.",

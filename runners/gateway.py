@@ -174,6 +174,7 @@ class LocalGateway:
 
     def _record_plugin_status(self, listed: set[str]) -> None:
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
+        failures = self.link.plugin_failures()
         for installation in PluginInstallation.objects.all():
             plugin = by_id.get(installation.plugin_id)
             if not installation.enabled:
@@ -184,8 +185,9 @@ class LocalGateway:
                     installation.last_error
                 )
             else:
-                status = "not_running"
-                error = "The runtime did not load this plugin; see the runtime log for its reason."
+                status = "failed"
+                error = failures.get(installation.plugin_id) or (
+                    "The runtime did not load this plugin; see the runtime log for its reason.")
             if (status, error) != (installation.status, installation.last_error):
                 installation.status, installation.last_error = status, error
                 installation.save(update_fields=["status", "last_error", "updated_at"])

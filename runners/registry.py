@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from .builtins import BUILTIN_RUNNERS
-from .models import RunnerDescriptor
+from .models import PluginInstallation, RunnerDescriptor
 
 RUNNER_ID_RE = re.compile(r"^plugin:([^/\s]+)/([^/\s]+)/([^/\s]+)$")
 # Descriptors are read for every run; a short-lived cache spares the run a round trip.
@@ -48,21 +48,36 @@ def _descriptor_fields(raw: dict) -> dict:
 
 
 def store_discovered_sync(raw_descriptors: list[dict]) -> list[RunnerDescriptor]:
-    """Upsert what the runtime listed; plugin runners it no longer lists become unavailable."""
+    """Upsert what the runtime listed; plugin runners it no longer lists become unavailable.
+
+    Runners of disabled plugins are stored unavailable: the pinned runtime ignores the
+    `enabled` answer of plugin settings, so LangHost enforces it itself.
+    """
     _cache.clear()
     now = timezone.now()
+    disabled = {(i.author, i.name) for i in PluginInstallation.objects.filter(enabled=False)}
     seen = []
     for raw in raw_descriptors:
         runner_id = f"plugin:{raw['plugin_author']}/{raw['plugin_name']}/{raw['runner_name']}"
+        enabled = (raw["plugin_author"], raw["plugin_name"]) not in disabled
         RunnerDescriptor.objects.update_or_create(
-            pk=runner_id, defaults={**_descriptor_fields(raw), "available": True, "last_seen_at": now}
+            pk=runner_id,
+            defaults={**_descriptor_fields(raw), "available": enabled, "last_seen_at": now},
         )
-        seen.append(runner_id)
+        if enabled:
+            seen.append(runner_id)
     RunnerDescriptor.objects.filter(source=RunnerDescriptor.Source.PLUGIN, available=True).exclude(
         pk__in=seen
     ).update(available=False, updated_at=now)
     ensure_builtins_sync()
     return list(RunnerDescriptor.objects.filter(pk__in=seen))
+
+
+def disable_plugin_runners_sync(author: str, name: str) -> int:
+    """A plugin was disabled: its runners stop being offered at once."""
+    _cache.clear()
+    return RunnerDescriptor.objects.filter(plugin_author=author, plugin_name=name).update(
+        available=False, updated_at=timezone.now())
 
 
 def mark_plugins_unavailable_sync() -> int:

@@ -1,0 +1,99 @@
+"""Spawning and reaping the runtime process so that nothing outlives the host.
+
+- The runtime runs in its own process group (``start_new_session``); the
+  plugin processes it spawns inherit that group, so one ``killpg`` reaches
+  the runtime and every plugin, including plugins orphaned by a runtime
+  that was SIGKILLed.
+- ``PR_SET_PDEATHSIG(SIGTERM)`` makes the kernel signal the runtime when the
+  host dies, even by SIGKILL (EOF on its stdin alone does not stop it).
+  SIGTERM rather than SIGKILL: the runtime turns SIGTERM into an orderly
+  shutdown that stops its plugins, whereas a SIGKILLed runtime leaves them
+  to notice their closed stdin on their own. The signal fires when the
+  *thread* that spawned the runtime exits, so the link's event loop must run
+  in a thread that lives as long as the process (the main thread, or a
+  long-lived bridge thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+# Loaded before any fork: the preexec hook must not import or allocate much.
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+# pip must never reach the network even if a flag is lost (runtime-protocol.md section 9).
+DEAD_PYPI_INDEX = "http://127.0.0.1:9/simple"
+
+TERMINATE_GRACE_SECONDS = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent(parent_pid: int):
+    def hook() -> None:
+        if _libc is not None:
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        # The parent may have died between fork and prctl: then no signal comes.
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return hook
+
+
+async def spawn_runtime(runtime_dir: str, debug_port: int) -> asyncio.subprocess.Process:
+    """Start ``rt`` over stdio; it loads plugins from ``runtime_dir/data/plugins``."""
+    env = dict(os.environ)
+    env["LANGBOT_PLUGIN_PYPI_INDEX_URL"] = DEAD_PYPI_INDEX
+    env["PYTHONUNBUFFERED"] = "1"
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "langbot_plugin.cli.__main__",
+        "rt",
+        "--stdio-control",
+        "--skip-deps-check",
+        "--ws-debug-port",
+        str(debug_port),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        # Its log is the only place the runtime says why a plugin failed: the link reads it.
+        stderr=asyncio.subprocess.PIPE,
+        cwd=runtime_dir,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_die_with_parent(os.getpid()),
+        # Frames are JSON lines of at most 16 KiB (larger ones are chunked).
+        limit=1024 * 1024,
+    )
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL whatever is left of a runtime's process group (plugins included)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def stop_runtime(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM (the runtime stops its plugins), a grace period, then SIGKILL the group."""
+    try:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), TERMINATE_GRACE_SECONDS)
+    finally:
+        # Also when cancelled during the grace period: nothing of the group survives.
+        kill_group(process.pid)
+    await process.wait()

@@ -1,0 +1,90 @@
+"""Plain helpers shared by the runtime tests (no pytest, no Django)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from runners.runtime import RuntimeLink
+
+FIXTURE_PLUGINS = Path(__file__).resolve().parent.parent / "fixtures" / "plugins"
+QA = ("e2e", "agent-runner-qa")
+
+
+def make_runtime_dir(root: Path, *plugin_dirs: str) -> Path:
+    """A runtime cwd whose data/plugins holds copies of the named fixture plugins."""
+    plugins = root / "data" / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    for name in plugin_dirs:
+        shutil.copytree(FIXTURE_PLUGINS / name, plugins / name)
+    return root
+
+
+def run_context(text: str = "hello", **overrides: Any) -> dict[str, Any]:
+    """The smallest valid RunnerContext, plus overrides of top-level fields."""
+    context: dict[str, Any] = {
+        "run_id": f"run-{uuid.uuid4().hex[:12]}",
+        "trigger": {"type": "message.received"},
+        "event": {"event_id": "evt-1", "event_type": "message.received", "source": "api"},
+        "input": {"text": text},
+        "delivery": {"surface": "api"},
+        "resources": {},
+        "runtime": {},
+    }
+    context.update(overrides)
+    return context
+
+
+async def wait_for_runner(link: RuntimeLink, runner_id: str, timeout: float = 10.0) -> None:
+    """Poll list_runners until ``runner_id`` is listed (the runtime announces nothing)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runners = await link.list_runners()
+        if any(r["manifest"]["id"] == runner_id for r in runners):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{runner_id} not listed within {timeout}s: {runners}")
+        await asyncio.sleep(0.05)
+
+
+async def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def collect(link: RuntimeLink, runner: str, context: dict[str, Any]) -> list[dict]:
+    return [item async for item in link.run_runner(*QA, runner, context)]
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of one process group, read from /proc."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return state != "Z"
