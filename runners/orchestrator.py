@@ -113,7 +113,11 @@ class Orchestrator:
                   run_id: str | None = None, agent_name: str = "") -> AsyncIterator[RunMessage]:
         run_id = run_id or new_run_id()
         descriptor = await self._descriptor(binding.runner_id)
-        if await self._try_steer(event, binding, descriptor):
+        claimed_by = await self._try_steer(event, descriptor)
+        if claimed_by:
+            # The message joined an active run: no run of its own, the caller learns which.
+            yield RunMessage(claimed_by, 0, "steering.queued",
+                             {"claimed_run_id": claimed_by, "event_id": event.event_id})
             return
         apis = context.available_apis(event, binding, descriptor)
         scopes = context.state_context(event, binding, descriptor.id)
@@ -147,6 +151,11 @@ class Orchestrator:
         """Run and collect: `{run_id, status, status_reason, messages, usage}`."""
         run_id = kwargs.pop("run_id", None) or new_run_id()
         messages = [m.as_dict() async for m in self.run(event, binding, run_id=run_id, **kwargs)]
+        if messages and messages[0]["type"] == "steering.queued":
+            claimed = messages[0]["run_id"]
+            return {"run_id": claimed, "event_id": event.event_id, "status": "steered",
+                    "status_reason": f"absorbed into active run {claimed}", "usage": None,
+                    "messages": messages}
         # The event id finds the run even when it was replayed from an earlier submission.
         run = await readers.run_outcome_for_event(event.event_id)
         return {**run, "messages": messages}
@@ -168,11 +177,14 @@ class Orchestrator:
         except registry.RunnerNotFound as exc:
             raise RunRefused(str(exc)) from exc
 
-    async def _try_steer(self, event, binding, descriptor) -> bool:
-        """A message for a conversation whose active run steers joins that run instead."""
+    async def _try_steer(self, event, descriptor) -> str | None:
+        """A message for a conversation whose active run steers joins the oldest such run.
+
+        Returns the id of the run that took it, or None when a run of its own should start.
+        """
         if not (event.event_type == STEERING_EVENT_TYPE and event.conversation_id
                 and (descriptor.capabilities or {}).get("steering")):
-            return False
+            return None
         for active in list(_active_runs.values()):
             if (active.descriptor.id == descriptor.id
                     and active.event.conversation_id == event.conversation_id
@@ -195,8 +207,8 @@ class Orchestrator:
                     user_transcript=self._user_transcript(event),
                 )
                 if queued:
-                    return True
-        return False
+                    return active.run_id
+        return None
 
     async def _journal_start(self, run_id, event, binding, descriptor, apis, scopes, deadline,
                              agent_name):

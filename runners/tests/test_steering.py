@@ -1,0 +1,49 @@
+"""A message for a conversation whose active run steers joins that run instead of starting one."""
+
+import pytest
+
+from ledger.models import AgentRun, EventLog, SteeringItem
+from runners.orchestrator import Orchestrator, new_run_id
+from runners.protocol import AgentBinding, AgentEventEnvelope
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+
+
+def steerable(**config) -> AgentBinding:
+    return AgentBinding(binding_id="steer", runner_id="plugin:e2e/agent-runner-qa/steerable",
+                        runner_config=config, state_policy={"state_scopes": ["conversation"]})
+
+
+def message(text: str, conversation: str) -> AgentEventEnvelope:
+    return AgentEventEnvelope(conversation_id=conversation, input={"text": text})
+
+
+async def test_follow_up_is_pulled_by_the_active_run_and_starts_no_run(qa_gateway):
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    first = orchestrator.run(message("start", "steer-1"), steerable(wait=5), run_id=run_id)
+    assert (await anext(first)).type == "message.delta"
+
+    follow_up = message("and also this", "steer-1")
+    absorbed = await orchestrator.run_to_end(follow_up, steerable(wait=5))
+    rest = [m async for m in first]
+
+    assert (absorbed["status"], absorbed["run_id"]) == ("steered", run_id)
+    assert rest[-1].data["message"]["content"] == "steered: and also this"
+    item = await SteeringItem.objects.aget(event_id=follow_up.event_id)
+    assert (item.run_id, item.status) == (run_id, "injected")
+    assert not await AgentRun.objects.filter(event_id=follow_up.event_id).aexists()
+    assert await EventLog.objects.filter(event_id=follow_up.event_id).aexists()
+
+
+async def test_items_never_pulled_are_dropped_when_the_run_ends(qa_gateway):
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    first = orchestrator.run(message("start", "steer-2"), steerable(wait=0.5, pull=False),
+                             run_id=run_id)
+    await anext(first)
+    follow_up = message("too late", "steer-2")
+    await orchestrator.run_to_end(follow_up, steerable())
+    [m async for m in first]
+
+    item = await SteeringItem.objects.aget(event_id=follow_up.event_id)
+    assert (item.status, item.reason) == ("dropped", "run_ended")
+    assert (await AgentRun.objects.aget(run_id=run_id)).status == "completed"
