@@ -1,9 +1,10 @@
 from django.urls import path
-from rest_framework.routers import SimpleRouter
+
+from langhost.api import OptionalSlashRouter
 
 from . import views
 
-router = SimpleRouter(trailing_slash="/?")
+router = OptionalSlashRouter()
 router.register("projects", views.ProjectViewSet, basename="project")
 
 urlpatterns = [

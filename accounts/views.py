@@ -76,17 +76,32 @@ class ProjectViewSet(viewsets.ModelViewSet):
     def perform_create(self, serializer):
         serializer.save(owner=self.request.user)
 
-    @extend_schema(request=serializers.MemberSerializer, responses=serializers.UserSerializer(many=True))
-    @action(detail=True, methods=["get", "post"])
+    @extend_schema(
+        methods=["GET"], request=None, responses=serializers.UserSerializer(many=True)
+    )
+    @extend_schema(
+        methods=["POST"],
+        request=serializers.MemberSerializer,
+        responses={201: serializers.UserSerializer, 200: serializers.UserSerializer},
+    )
+    @action(detail=True, methods=["get", "post"], filter_backends=[])
     def members(self, request, pk=None):
-        """List members, or add one by email (owner only)."""
+        """List members (in the list envelope), or add one by email (owner only).
+
+        Adding returns the member: 201 when newly added, 200 when already a member.
+        """
         project = self.get_object()
         if request.method == "POST":
             serializer = serializers.MemberSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
-            Membership.objects.get_or_create(project=project, user=serializer.validated_data["email"])
-        users = project.members.order_by("email")
-        return Response(serializers.UserSerializer(users, many=True).data)
+            member = serializer.validated_data["email"]
+            _, created = Membership.objects.get_or_create(project=project, user=member)
+            return Response(
+                serializers.UserSerializer(member).data,
+                status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            )
+        page = self.paginate_queryset(project.members.order_by("email"))
+        return self.get_paginated_response(serializers.UserSerializer(page, many=True).data)
 
     @action(detail=True, methods=["delete"], url_path=r"members/(?P<user_id>\d+)")
     def remove_member(self, request, pk=None, user_id=None):

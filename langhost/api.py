@@ -7,7 +7,20 @@ from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class OptionalSlashRouter(SimpleRouter):
+    """Routes that answer with and without a trailing slash (`/api/v1/projects[/]`).
+
+    `SimpleRouter(trailing_slash="/?")` does not do this: DRF turns any truthy value into "/".
+    A non-capturing group (rather than a bare `/?`) keeps the OpenAPI paths slash-free.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.trailing_slash = "(?:/)?"
 
 
 class EnvelopePagination(PageNumberPagination):

@@ -1,4 +1,4 @@
-from django.db.models import Count, Q
+from django.db.models import Count, ProtectedError, Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from accounts.models import Project
 from accounts.permissions import IsSuperuserOrReadOnly
-from langhost.api import Unprocessable
+from langhost.api import Conflict, Unprocessable
 from ledger.stats import agent_run_totals
 
 from . import serializers
@@ -17,12 +17,22 @@ from .models import AgentInstance, AgentType, InvalidTransition
 class AgentTypeViewSet(viewsets.ModelViewSet):
     """The agent catalogue: readable by everyone signed in, written by superusers."""
 
-    queryset = AgentType.objects.all()
+    queryset = AgentType.objects.prefetch_related("sub_agent_links")
     serializer_class = serializers.AgentTypeSerializer
     permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuserOrReadOnly]
     filterset_fields = ["is_active", "runner_id", "slug"]
     ordering_fields = ["name", "slug", "created_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_destroy(self, instance):
+        try:
+            instance.delete()
+        except ProtectedError as exc:
+            count = instance.instances.count()
+            raise Conflict(
+                f"Agent type '{instance.slug}' still has {count} agent(s); "
+                "deactivate it (is_active=false) instead of deleting it."
+            ) from exc
 
     @action(detail=False, url_path=r"slug/(?P<slug>[-\w]+)")
     def by_slug(self, request, slug=None):

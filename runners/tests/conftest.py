@@ -1,8 +1,12 @@
+import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
+from django.test import Client
 
+from runners import gateway as gateway_module
 from runners.gateway import LocalGateway
 from tests.conftest import *  # noqa: F403  (people, clients, factories)
 
@@ -26,3 +30,30 @@ async def qa_gateway(tmp_path_factory):
                            runtime_dir=tmp / "runtime", url="", instance="langhost-tests")
     yield gateway
     await gateway.stop()
+
+
+@pytest_asyncio.fixture
+async def own_gateway(tmp_path, monkeypatch):
+    """`own_gateway(*plugin_folders)`: a started gateway that `get_gateway()` returns, so sync
+    views (admin, API) called through `sync_to_async` reach it as under daphne."""
+    made = []
+
+    async def make(*plugins: str) -> LocalGateway:
+        gateway = LocalGateway(plugins_dir=plugins_dir_with(tmp_path, *plugins),
+                               runtime_dir=tmp_path / "runtime", url="", instance="own-gateway")
+        monkeypatch.setitem(gateway_module._gateways, id(asyncio.get_running_loop()), gateway)
+        made.append(gateway)
+        await gateway.start()
+        return gateway
+
+    yield make
+    for gateway in made:
+        await gateway.stop()
+
+
+@pytest.fixture
+def admin_browser(superuser):
+    """A Django test client signed in to the admin as a superuser."""
+    client = Client()
+    client.force_login(superuser)
+    return client

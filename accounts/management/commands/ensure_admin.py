@@ -21,8 +21,17 @@ class Command(BaseCommand):
                     "or run `.venv/bin/python manage.py createsuperuser`."
                 )
             return
-        if User.objects.filter(email__iexact=email).exists():
-            self.stdout.write(f"Admin account {email} already exists.")
+        existing = User.objects.filter(email__iexact=email).first()
+        if existing is not None:
+            if existing.is_superuser:
+                self.stdout.write(f"Admin account {email} already exists.")
+            else:
+                self.stdout.write(
+                    self.style.WARNING(
+                        f"User {email} already exists but is not a superuser; leaving it unchanged. "
+                        "Promote it in the admin or pick another LANGHOST_ADMIN_EMAIL."
+                    )
+                )
             return
         User.objects.create_superuser(email=email, password=password)
         self.stdout.write(self.style.SUCCESS(f"Created admin account {email}."))

@@ -1,0 +1,164 @@
+"""Shared fixtures: people, API clients, JWTs and factories for projects and agents.
+
+`accounts/tests` and `runners/tests` re-export these through their own conftest.py.
+"""
+
+import itertools
+
+import pytest
+from rest_framework.test import APIClient
+
+PASSWORD = "Sturdy-Passw0rd-42"
+
+_counter = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    """PBKDF2 at production strength costs ~0.3 s per user; tests do not need it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def password():
+    return PASSWORD
+
+
+@pytest.fixture
+def make_user(db, django_user_model):
+    def make(email=None, password=PASSWORD, superuser=False, **fields):
+        email = email or f"user{next(_counter)}@example.com"
+        if superuser:
+            return django_user_model.objects.create_superuser(email=email, password=password, **fields)
+        return django_user_model.objects.create_user(email=email, password=password, **fields)
+
+    return make
+
+
+@pytest.fixture
+def superuser(make_user):
+    return make_user("admin@example.com", superuser=True)
+
+
+@pytest.fixture
+def user(make_user):
+    return make_user("alice@example.com", first_name="Alice", last_name="Liddell")
+
+
+@pytest.fixture
+def outsider(make_user):
+    return make_user("mallory@example.com")
+
+
+def _client_for(user):
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def anon_client(db):
+    return APIClient()
+
+
+@pytest.fixture
+def superuser_client(superuser):
+    return _client_for(superuser)
+
+
+@pytest.fixture
+def user_client(user):
+    return _client_for(user)
+
+
+@pytest.fixture
+def outsider_client(outsider):
+    return _client_for(outsider)
+
+
+@pytest.fixture
+def login():
+    """`login(email, password)` -> the token pair from `POST /api/v1/auth/login`."""
+
+    def do_login(email, password=PASSWORD):
+        response = APIClient().post(
+            "/api/v1/auth/login", {"email": email, "password": password}, format="json"
+        )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    return do_login
+
+
+@pytest.fixture
+def jwt_client(login):
+    """`jwt_client(user_or_access_token)` -> an APIClient sending `Authorization: Bearer ...`."""
+
+    def make(who, password=PASSWORD):
+        token = who if isinstance(who, str) else login(who.email, password)["access_token"]
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def make_project(db):
+    def make(owner, name=None, slug=None, members=(), **fields):
+        from accounts.models import Membership, Project
+
+        n = next(_counter)
+        project = Project.objects.create(
+            owner=owner, name=name or f"Project {n}", slug=slug or f"project-{n}", **fields
+        )
+        for member in members:
+            Membership.objects.create(project=project, user=member)
+        return project
+
+    return make
+
+
+@pytest.fixture
+def project(make_project, user):
+    """A project owned by `user`."""
+    return make_project(user, name="Apollo", slug="apollo")
+
+
+@pytest.fixture
+def make_agent_type(db):
+    def make(**fields):
+        from runners.models import AgentType
+
+        n = next(_counter)
+        fields.setdefault("name", f"Agent type {n}")
+        fields.setdefault("slug", f"agent-type-{n}")
+        return AgentType.objects.create(**fields)
+
+    return make
+
+
+@pytest.fixture
+def agent_type(make_agent_type):
+    return make_agent_type(
+        name="Reviewer", slug="reviewer", expertise=["python"], primary_model="gpt-4o"
+    )
+
+
+@pytest.fixture
+def make_agent(db):
+    def make(project, agent_type, name=None, status=None, **fields):
+        from runners.models import AgentInstance
+
+        fields.setdefault("name", name or f"agent-{next(_counter)}")
+        if status:
+            fields["status"] = status
+        return AgentInstance.objects.create(project=project, agent_type=agent_type, **fields)
+
+    return make
+
+
+@pytest.fixture
+def agent(make_agent, project, agent_type):
+    """An idle agent in `project`."""
+    return make_agent(project, agent_type, name="Ada")

@@ -1,0 +1,155 @@
+"""Real daphne processes for end-to-end tests.
+
+`start_daphne(env_overrides)` prepares a fresh data dir (migrate + ensure_admin in a
+subprocess), starts daphne on a free port and waits until `/admin/login/` answers;
+`stop_daphne(process)` ends it. The session-scoped `daphne_server` fixture wraps both;
+override the `daphne_env` fixture (or call `start_daphne` yourself) for other settings.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+PYTHON = _VENV_PYTHON if _VENV_PYTHON.exists() else Path(sys.executable)
+ADMIN_EMAIL = "root@example.com"
+ADMIN_PASSWORD = "E2e-Admin-Passw0rd"
+STARTUP_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def daphne_environ(env_overrides: dict | None = None) -> dict:
+    """The process environment: this one, minus anything pointing at shared state.
+
+    A fresh temp `LANGHOST_DATA_DIR` (so SQLite and the secret key are private to the
+    server) and the e2e admin account, unless `env_overrides` says otherwise. A value
+    of None in `env_overrides` removes that variable.
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "LANGHOST_RUNTIME_URL", "PYTEST_CURRENT_TEST"}
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="langhost.settings",
+        LANGHOST_ADMIN_EMAIL=ADMIN_EMAIL,
+        LANGHOST_ADMIN_PASSWORD=ADMIN_PASSWORD,
+        PYTHONUNBUFFERED="1",
+    )
+    for key, value in (env_overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    if "LANGHOST_DATA_DIR" not in env:
+        env["LANGHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="langhost-e2e-")
+    return env
+
+
+# One Django start-up for both steps (each `manage.py` start costs seconds).
+PREPARE = (
+    "from django.core.management import call_command; "
+    "call_command('migrate', interactive=False, verbosity=0); "
+    "call_command('ensure_admin')"
+)
+
+
+def prepare_database(env: dict) -> None:
+    """`manage.py migrate` then `ensure_admin`, in a subprocess with `env`."""
+    result = subprocess.run(
+        [str(PYTHON), "manage.py", "shell", "-c", PREPARE],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"migrate / ensure_admin failed:\n{result.stdout}\n{result.stderr}")
+
+
+def stop_daphne(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def start_daphne(env_overrides: dict | None = None, migrate: bool = True):
+    """Start daphne serving LangHost; returns `(base_url, process)`.
+
+    The process has `.data_dir` and `.log_path` attributes; its output goes to the log,
+    which is shown if startup fails.
+    """
+    env = daphne_environ(env_overrides)
+    data_dir = Path(env["LANGHOST_DATA_DIR"])
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if migrate:
+        prepare_database(env)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = data_dir / f"daphne-{port}.log"
+    log = open(log_path, "wb")
+    process = subprocess.Popen(
+        [str(PYTHON), "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "langhost.asgi:application"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    log.close()
+    process.data_dir = data_dir
+    process.log_path = log_path
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited with {process.returncode}:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{url}/admin/login/", timeout=1.0).status_code == 200:
+                return url, process
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            stop_daphne(process)
+            raise RuntimeError(
+                f"daphne did not answer /admin/login/ within {STARTUP_TIMEOUT}s:\n"
+                f"{log_path.read_text()}"
+            )
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def daphne_env(tmp_path_factory) -> dict:
+    """Environment overrides for `daphne_server`; override this fixture to change them."""
+    return {"LANGHOST_DATA_DIR": str(tmp_path_factory.mktemp("langhost-data"))}
+
+
+@pytest.fixture(scope="session")
+def daphne_server(daphne_env):
+    """The base URL of a LangHost daphne serving a fresh database."""
+    url, process = start_daphne(daphne_env)
+    try:
+        yield url
+    finally:
+        stop_daphne(process)
+
+
+@pytest.fixture
+def http(daphne_server):
+    with httpx.Client(base_url=daphne_server, timeout=10.0) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def admin_credentials():
+    return {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
