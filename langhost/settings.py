@@ -175,6 +175,16 @@ LANGHOST_PLUGINS_DIR = Path(
     os.environ.get("LANGHOST_PLUGINS_DIR", BASE_DIR / "plugins")
 ).resolve()
 LANGHOST_ARTIFACT_MAX_BYTES = int(os.environ.get("LANGHOST_ARTIFACT_MAX_BYTES", 25 * 1024 * 1024))
+# Conversation artifacts go through Django's storage API ("artifacts" alias): files in the
+# data dir by default; point the backend elsewhere (e.g. S3) without touching the code.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "artifacts")},
+    },
+}
 
 LOGGING = {
     "version": 1,

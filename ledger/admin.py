@@ -9,6 +9,8 @@ from .models import (
     AgentRun,
     AgentRunEvent,
     AgentRunnerState,
+    Artifact,
+    Conversation,
     EventLog,
     SteeringItem,
     Transcript,
@@ -154,3 +156,17 @@ class SteeringItemAdmin(ReadOnlyAdmin):
     list_display = ["event_id", "run", "status", "reason", "created_at"]
     list_filter = ["status"]
     search_fields = ["event_id", "run__run_id"]
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    list_display = ["conversation_id", "title", "agent_id", "user_id", "project_id", "updated_at"]
+    search_fields = ["conversation_id", "title", "agent_id", "user_id"]
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(ReadOnlyAdmin):
+    list_display = ["name", "version", "mime_type", "size", "conversation_id", "user_id",
+                    "created_at"]
+    search_fields = ["name", "conversation_id", "user_id", "sha256"]
+    readonly_fields = ["sha256", "storage_path"]

@@ -216,3 +216,59 @@ class SteeringItem(models.Model):
 
     def __str__(self):
         return f"{self.event_id} -> {self.run_id} ({self.status})"
+
+
+class Conversation(models.Model):
+    """A user's session with one agent instance. Its entries are the `transcript` rows with
+    its `conversation_id`; its state lives in `agent_runner_state` (see ledger.conversations).
+    """
+
+    conversation_id = models.CharField(max_length=128, unique=True)
+    project_id = models.CharField(max_length=64, db_index=True)
+    agent_id = models.CharField(max_length=64)
+    user_id = models.CharField(max_length=64)
+    title = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # The time of the last entry (or of the creation).
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "conversation"
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["agent_id", "user_id"], name="conversation_agent_user")]
+
+    def __str__(self):
+        return self.conversation_id
+
+
+class Artifact(models.Model):
+    """One version of a named file of a (project, user, conversation).
+
+    `conversation_id` is empty for user-scoped names (`user:` prefix): those are shared by all
+    of that user's conversations in the project. The bytes live in the `artifacts` storage.
+    """
+
+    project_id = models.CharField(max_length=64)
+    user_id = models.CharField(max_length=64)
+    conversation_id = models.CharField(max_length=128, blank=True, default="")
+    name = models.CharField(max_length=255)
+    version = models.PositiveIntegerField()
+    mime_type = models.CharField(max_length=255, default="application/octet-stream")
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64)
+    storage_path = models.CharField(max_length=512)
+    custom_metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "artifact"
+        ordering = ["project_id", "user_id", "conversation_id", "name", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project_id", "user_id", "conversation_id", "name", "version"],
+                name="artifact_version_unique",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.name} v{self.version}"

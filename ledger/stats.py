@@ -26,12 +26,15 @@ def _cost(cost) -> float:
 
 
 def agent_run_totals(agent_id: str) -> dict:
-    """Completed runs, tokens and cost of one agent, from its runs' usage."""
+    """Completed runs, tokens and cost of one agent, from its runs' usage (cost: the run's
+    `cost_json`, else `usage.cost` / `usage.total_cost`)."""
     runs = AgentRun.objects.filter(agent_id=agent_id, status=RunStatus.COMPLETED)
     tasks = tokens = 0
     cost = 0.0
     for usage, run_cost in runs.values_list("usage_json", "cost_json").iterator():
         tasks += 1
         tokens += _tokens(usage)
+        if run_cost is None and isinstance(usage, dict):  # runners report cost in their usage
+            run_cost = usage.get("cost", usage.get("total_cost"))
         cost += _cost(run_cost)
     return {"total_tasks_completed": tasks, "total_tokens_used": tokens, "total_cost_incurred": cost}

@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils.html import format_html_join
 from pydantic import ValidationError
 
@@ -14,18 +15,62 @@ from .models import (
     InvalidTransition,
     PluginInstallation,
     RunnerDescriptor,
+    SubAgent,
 )
 from .registry import disable_plugin_runners_sync
+from .trees import validate_trees
+
+
+class SubAgentForm(forms.ModelForm):
+    class Meta:
+        model = SubAgent
+        fields = ["child", "position"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The formset checks the whole submitted list at once (see SubAgentFormSet.clean).
+        self.instance.skip_tree_check = True
+
+
+class SubAgentFormSet(forms.BaseInlineFormSet):
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        kept = [form.cleaned_data for form in self.forms
+                if form.cleaned_data.get("child") and not form.cleaned_data.get("DELETE")]
+        kept.sort(key=lambda data: data.get("position") or 0)
+        children = [data["child"].pk for data in kept]
+        if len(set(children)) != len(children):
+            raise forms.ValidationError("An agent type is listed twice as a sub-agent.")
+        try:
+            validate_trees(self.instance, children)
+        except DjangoValidationError as exc:
+            raise forms.ValidationError(exc.messages) from exc
+
+
+class SubAgentInline(admin.TabularInline):
+    """The ordered sub-agents of this type: the tree its agents run (names unique per tree)."""
+
+    model = SubAgent
+    fk_name = "parent"
+    form = SubAgentForm
+    formset = SubAgentFormSet
+    autocomplete_fields = ["child"]
+    extra = 0
+    ordering = ["position", "id"]
+    verbose_name = "sub-agent"
 
 
 @admin.register(AgentType)
 class AgentTypeAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "runner_id", "primary_model", "is_active", "updated_at"]
-    list_filter = ["is_active", "runner_id"]
+    list_display = ["name", "slug", "kind", "runner_id", "primary_model", "is_active", "updated_at"]
+    list_filter = ["is_active", "kind", "runner_id"]
     search_fields = ["name", "slug", "description"]
     ordering = ["name"]
     prepopulated_fields = {"slug": ["name"]}
     readonly_fields = ["id", "created_at", "updated_at"]
+    inlines = [SubAgentInline]
 
 
 @admin.register(AgentInstance)

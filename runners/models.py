@@ -1,6 +1,7 @@
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from accounts.models import Project
@@ -8,8 +9,17 @@ from accounts.models import Project
 DEFAULT_RUNNER_ID = "builtin:echo"
 
 
+class AgentKind(models.TextChoices):
+    LLM = "llm", "LLM agent"
+    WORKFLOW = "workflow", "Workflow agent"
+
+
 class AgentType(models.Model):
-    """A kind of agent in the catalogue: persona, models, and the runner that executes it."""
+    """A kind of agent in the catalogue: persona, models, and the runner that executes it.
+
+    A type may have ordered sub-agent types (`SubAgent`): the tree an instance of it runs.
+    Within one tree an agent is known by its `name` (unique per tree).
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
@@ -23,6 +33,14 @@ class AgentType(models.Model):
     mcp_servers = models.JSONField(default=list, blank=True)
     is_active = models.BooleanField(default=True)
     runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID)
+    kind = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.LLM)
+    disallow_transfer_to_parent = models.BooleanField(default=False)
+    disallow_transfer_to_peers = models.BooleanField(default=False)
+    save_input_blobs_as_artifacts = models.BooleanField(
+        default=True,
+        help_text="Save files sent inline in a message as conversation artifacts and hand the "
+                  "runner a reference instead of the bytes.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -31,6 +49,49 @@ class AgentType(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        """A rename must keep names unique in every tree this type belongs to."""
+        super().clean()
+        from .trees import validate_trees
+
+        try:
+            validate_trees(self)
+        except ValidationError as exc:
+            raise ValidationError({"name": exc.messages}) from exc
+
+
+class SubAgent(models.Model):
+    """An ordered edge of agent trees: `child` is a sub-agent of `parent` at `position`."""
+
+    parent = models.ForeignKey(AgentType, on_delete=models.CASCADE, related_name="sub_agent_links")
+    child = models.ForeignKey(AgentType, on_delete=models.CASCADE, related_name="parent_links")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["parent_id", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "child"], name="unique_sub_agent"),
+        ]
+
+    def __str__(self):
+        return f"{self.parent} → {self.child}"
+
+    def clean(self):
+        """No cycle, no type under two parents, no duplicate name in any tree this edge joins.
+
+        The admin inline checks the whole submitted list instead (`skip_tree_check`).
+        """
+        super().clean()
+        if getattr(self, "skip_tree_check", False) or not (self.parent_id and self.child_id):
+            return
+        from .trees import validate_trees
+
+        children = list(
+            SubAgent.objects.filter(parent_id=self.parent_id).exclude(pk=self.pk)
+            .order_by("position", "id").values_list("child_id", flat=True)
+        )
+        validate_trees(self.parent, children=[*children, self.child_id])
 
 
 class InvalidTransition(Exception):

@@ -2,7 +2,7 @@ from django.urls import path
 
 from langhost.api import OptionalSlashRouter
 
-from . import langbot_views, run_views, views
+from . import conversation_views, langbot_views, run_views, views
 
 router = OptionalSlashRouter()
 router.register("agent-types", views.AgentTypeViewSet, basename="agent-type")
@@ -10,6 +10,11 @@ router.register(
     r"projects/(?P<project_id>[0-9a-f-]{36})/agents", views.ProjectAgentViewSet,
     basename="project-agent",
 )
+_AGENT = r"projects/(?P<project_id>[0-9a-f-]{36})/agents/(?P<agent_id>[0-9a-f-]{36})"
+router.register(f"{_AGENT}/conversations", conversation_views.ConversationViewSet,
+                basename="agent-conversation")
+router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/artifacts",
+                conversation_views.ArtifactViewSet, basename="conversation-artifact")
 router.register("runs", run_views.RunViewSet, basename="run")
 router.register("runners", run_views.RunnerViewSet, basename="runner")
 

@@ -1,0 +1,70 @@
+"""Fixtures for the conversation, message and agent-tree tests (import them into a module)."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """Users are created per test; the production hasher would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def artifact_storage(settings, tmp_path):
+    """Artifacts of a test go to its own temp dir, never the real data dir."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "artifacts": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                      "OPTIONS": {"location": str(tmp_path / "artifacts")}},
+    }
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture(name="builtin")
+def register_builtin(monkeypatch):
+    """`builtin(runner_id, run)` registers an in-process runner for one test.
+
+    `run(context)` is an async generator of results; `result(context, seq, type, data)` helps.
+    """
+    from runners import builtins
+
+    def register(runner_id, run):
+        monkeypatch.setitem(builtins.BUILTIN_RUNNERS, runner_id, {
+            "run": run, "label": {"en_US": runner_id}, "description": {},
+            "capabilities": {}, "permissions": {},
+        })
+        return runner_id
+
+    return register
+
+
+def result(context, sequence, type_, data, usage=None):
+    return {"run_id": context["run_id"], "type": type_, "data": data, "usage": usage,
+            "sequence": sequence}
+
+
+def reply_results(context, content, usage=None):
+    """A complete run answering `content`."""
+    return [
+        result(context, 1, "message.completed",
+               {"message": {"role": "assistant", "content": content}}, usage),
+        result(context, 2, "run.completed", {"finish_reason": "stop"}, usage),
+    ]
+
+
+def read_body(response) -> bytes:
+    """The whole body; message responses stream from an async iterator (the run happens as
+    the body is read)."""
+    from asgiref.sync import async_to_sync
+
+    if not response.streaming:
+        return response.content
+
+    async def collect():
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(collect)()
+
+
+def conversations_url(agent) -> str:
+    return f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}/conversations"
