@@ -79,8 +79,13 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
 @sync_to_async
 def record_result(run_id: str, sequence: int, type_: str, data: dict, usage: dict | None,
                   *, source: str = EventSource.RUNNER, metadata: dict | None = None,
-                  state: StateWrite | None = None, transcript: dict | None = None) -> None:
-    """Append one result; apply its state write and assistant transcript entry with it."""
+                  state: StateWrite | None = None, transcript: dict | None = None,
+                  finish: tuple[str, str, dict | None] | None = None) -> tuple[str, str] | None:
+    """Append one result; apply its state write and assistant transcript entry with it.
+
+    A terminal result finishes the run in the same transaction (`finish` = status, reason,
+    usage), saving the run loop a round trip; then the run's (status, reason) is returned.
+    """
     with transaction.atomic():
         AgentRunEvent.objects.create(
             run_id=run_id, sequence=sequence, type=type_, data_json=data, usage_json=usage,
@@ -90,6 +95,9 @@ def record_result(run_id: str, sequence: int, type_: str, data: dict, usage: dic
             _upsert_state(state)
         if transcript is not None:
             Transcript.objects.create(**transcript)
+        if finish is not None:
+            return _finish_sync(run_id, *finish)
+    return None
 
 
 def _upsert_state(write: StateWrite) -> None:
@@ -109,28 +117,32 @@ def _upsert_state(write: StateWrite) -> None:
             ).update(value_json=write.value, updated_at=timezone.now())
 
 
+def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None) -> tuple[str, str]:
+    if status not in TERMINAL_STATUSES:
+        raise ValueError(f"{status!r} is not a terminal run status")
+    now = timezone.now()
+    fields = {"status": status, "status_reason": reason[:10_000], "finished_at": now,
+              "updated_at": now, "lease_expires_at": None}
+    if usage is not None:
+        fields["usage_json"] = usage
+    updated = AgentRun.objects.filter(run_id=run_id).exclude(
+        status__in=TERMINAL_STATUSES).update(**fields)
+    SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
+        status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
+    )
+    if updated:
+        return status, fields["status_reason"]
+    return tuple(AgentRun.objects.filter(run_id=run_id).values_list("status", "status_reason").get())
+
+
 @sync_to_async
 def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None) -> tuple[str, str]:
     """Move a run to a terminal status once; leftover steering items are marked dropped.
 
     Returns the run's (status, status_reason): a run that had already ended keeps its own.
     """
-    if status not in TERMINAL_STATUSES:
-        raise ValueError(f"{status!r} is not a terminal run status")
-    now = timezone.now()
     with transaction.atomic():
-        fields = {"status": status, "status_reason": reason[:10_000], "finished_at": now,
-                  "updated_at": now, "lease_expires_at": None}
-        if usage is not None:
-            fields["usage_json"] = usage
-        updated = AgentRun.objects.filter(run_id=run_id).exclude(
-            status__in=TERMINAL_STATUSES).update(**fields)
-        SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
-            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
-        )
-    if updated:
-        return status, fields["status_reason"]
-    return tuple(AgentRun.objects.filter(run_id=run_id).values_list("status", "status_reason").get())
+        return _finish_sync(run_id, status, reason, usage)
 
 
 def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:

@@ -89,6 +89,7 @@ class _RunState:
     status: str | None = None
     reason: str = ""
     usage: dict | None = None
+    finished: bool = False
     transcript_written: bool = False
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -362,17 +363,19 @@ class Orchestrator:
             state_write = await self._state_write(state, data)
         elif type_ in ("message.completed", "run.completed") and not state.transcript_written:
             transcript = self._assistant_transcript(state, data.get("message"))
-        message = await self._append(state, type_, data, usage, sequence,
-                                     state_write=state_write, transcript=transcript)
         if type_ == "run.completed":
             state.status, state.reason = RunStatus.COMPLETED, data.get("finish_reason", "stop")
-            if data.get("message"):
-                return RunMessage(state.run_id, message.sequence, "message.completed",
-                                  {"message": data["message"], "file_ids": []}, usage)
         elif type_ == "run.failed":
             code = data.get("code") or "runner.error"
             state.status = RunStatus.TIMEOUT if code == "runner.timeout" else RunStatus.FAILED
             state.reason = f"{code}: {data.get('error')}"
+        terminal = type_ in ("run.completed", "run.failed") and not state.finished
+        message = await self._append(state, type_, data, usage, sequence,
+                                     state_write=state_write, transcript=transcript,
+                                     finish=terminal)
+        if type_ == "run.completed" and data.get("message"):
+            return RunMessage(state.run_id, message.sequence, "message.completed",
+                              {"message": data["message"], "file_ids": []}, usage)
         return message if type_ in DELIVERED_TYPES else None
 
     def _runner_sequence(self, state: _RunState, value) -> int | None:
@@ -427,14 +430,20 @@ class Orchestrator:
         }
 
     async def _append(self, state: _RunState, type_: str, data: dict, usage, runner_sequence,
-                      *, source=EventSource.RUNNER, state_write=None, transcript=None) -> RunMessage:
+                      *, source=EventSource.RUNNER, state_write=None, transcript=None,
+                      finish: bool = False) -> RunMessage:
+        """Record one event (and, for a terminal result, the run's end) and publish it."""
         state.ledger_sequence += 1
         metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
-        await ledger.record_result(state.run_id, state.ledger_sequence, type_, data, usage,
-                                   source=source, metadata=metadata, state=state_write,
-                                   transcript=transcript)
+        ended = await ledger.record_result(
+            state.run_id, state.ledger_sequence, type_, data, usage, source=source,
+            metadata=metadata, state=state_write, transcript=transcript,
+            finish=(state.status, state.reason, state.usage) if finish else None,
+        )
         message = RunMessage(state.run_id, state.ledger_sequence, type_, data, usage)
         await self._publish(state.run_id, {**message.as_dict(), "source": source})
+        if ended is not None:
+            await self._published_end(state, *ended)
         return message
 
     async def _host_event(self, state: _RunState, type_: str, data: dict) -> None:
@@ -445,7 +454,12 @@ class Orchestrator:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})
 
     async def _finish(self, state: _RunState, status: str, reason: str) -> None:
-        status, reason = await ledger.finish_run(state.run_id, status, reason, state.usage)
+        if not state.finished:
+            await self._published_end(
+                state, *await ledger.finish_run(state.run_id, status, reason, state.usage))
+
+    async def _published_end(self, state: _RunState, status: str, reason: str) -> None:
+        state.finished = True
         await self._publish(state.run_id, {"type": "run.status", "run_id": state.run_id,
                                            "status": status, "status_reason": reason,
                                            "sequence": state.ledger_sequence})

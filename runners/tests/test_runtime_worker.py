@@ -19,8 +19,10 @@ from runners.runtime_worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorke
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
-@pytest_asyncio.fixture(loop_scope="session")
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def channel_gateway(qa_gateway):
+    """One worker for the session: a cancelled Worker leaves its channel listeners behind,
+    and two listeners on one channel would split its messages."""
     RuntimeWorkerConsumer.gateway = qa_gateway
     layer = get_channel_layer()
     worker = asyncio.ensure_future(Worker(RuntimeWorkerConsumer.as_asgi(), [RUNTIME_CHANNEL],
