@@ -3,7 +3,8 @@
 import math
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -131,3 +132,10 @@ def exception_handler(exc, context):
         if exc.field:
             response.data["errors"] = {exc.field: [str(exc.detail)]}
     return response
+
+
+def not_found(request, exception=None):
+    """404 for a URL no route matches: JSON under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": f"No API endpoint matches {request.path}."}, status=404)
+    return page_not_found(request, exception)

@@ -5,6 +5,7 @@ iterator: the run streams on the event loop, never holding Django's shared sync 
 """
 
 import json
+from contextlib import aclosing
 
 from asgiref.sync import async_to_sync
 from django.http import StreamingHttpResponse
@@ -103,8 +104,11 @@ async def run_body(event, binding, run_id: str, stream: bool, agent_name: str = 
             yield json.dumps(outcome_body(outcome), default=str)
             return
         yield ndjson({"type": "run.started", "run_id": run_id, "event_id": event.event_id})
-        async for message in orchestrator.run(event, binding, run_id=run_id, agent_name=agent_name):
-            yield ndjson(message.as_dict())
+        # Closed explicitly when the client goes away, so the run ends `consumer_cancelled` now.
+        async with aclosing(orchestrator.run(event, binding, run_id=run_id,
+                                             agent_name=agent_name)) as messages:
+            async for message in messages:
+                yield ndjson(message.as_dict())
         yield ndjson({"type": "run.finished",
                       **outcome_body(await readers.run_outcome_for_event(event.event_id))})
     except RunRefused as exc:
