@@ -190,9 +190,48 @@ def _require_runner(runner_id: str) -> None:
         raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
 
 
-def message_parts(request) -> list[Part]:
+def prepare_message(*, user, agent: AgentInstance, conversation, data, conversation_url: str):
+    """Everything before a message runs, for the REST endpoint and the WebSocket alike: the
+    agent takes messages (409 paused, 410 terminated), the input is valid (422, 413), the tree
+    routes it to an agent whose runner is available (503), input files are saved as artifacts.
+
+    Returns `(event, binding, node)`; raises DRF API exceptions.
+    """
+    if agent.status == AgentInstance.Status.PAUSED:
+        raise Conflict(f"Agent '{agent.name}' is paused; resume it to send messages.")
+    if agent.status == AgentInstance.Status.TERMINATED:
+        raise Gone(f"Agent '{agent.name}' is terminated; it takes no more messages.")
+    parts = message_parts(data)
+    try:
+        _tree, node = route(agent, conversation.conversation_id)
+    except TreeError as exc:
+        raise Conflict(f"The agent tree of '{agent.agent_type.name}' is invalid: {exc}") from exc
+    binding = node_binding(agent, node)
+    _require_runner(binding.runner_id)
+
+    invocation_id = new_invocation_id()
+    scope = ArtifactScope(str(agent.project_id), str(user.pk), conversation.conversation_id)
+
+    def url_for(name, version):
+        return f"{conversation_url}/artifacts/{quote(name, safe='')}?version={version}"
+
+    try:
+        event_input = build_input(
+            parts, invocation_id=invocation_id, scope=scope, url_for=url_for,
+            save_blobs=agent.agent_type.save_input_blobs_as_artifacts)
+    except InputFileError as exc:
+        raise InputFileSaveFailed(str(exc)) from exc
+    event = user_event(
+        user, event_id=invocation_id, conversation_id=conversation.conversation_id,
+        project_id=str(agent.project_id), agent_id=str(agent.pk), input=event_input,
+        data={"invocation_id": invocation_id, "agent_name": node.name},
+    )
+    return event, binding, node
+
+
+def message_parts(data) -> list[Part]:
     """The parts of a message body: its text, then each attachment, in order."""
-    body = MessageSerializer(data=request.data)
+    body = MessageSerializer(data=data)
     body.is_valid(raise_exception=True)
     text = body.validated_data.get("text") or ""
     attachments = body.validated_data.get("attachments") or []
@@ -321,42 +360,14 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     def messages(self, request, conversation_id=None, **kwargs):
         """Send a message; the answering agent of the tree replies (see module doc)."""
-        agent = self.get_agent()
-        conversation = self.get_conversation(conversation_id)
-        if agent.status == AgentInstance.Status.PAUSED:
-            raise Conflict(f"Agent '{agent.name}' is paused; resume it to send messages.")
-        if agent.status == AgentInstance.Status.TERMINATED:
-            raise Gone(f"Agent '{agent.name}' is terminated; it takes no more messages.")
-        parts = message_parts(request)
-        try:
-            _tree, node = route(agent, conversation.conversation_id)
-        except TreeError as exc:
-            raise Conflict(f"The agent tree of '{agent.agent_type.name}' is invalid: {exc}") from exc
-        binding = node_binding(agent, node)
-        _require_runner(binding.runner_id)
-
-        invocation_id = new_invocation_id()
-        scope = ArtifactScope(str(agent.project_id), str(request.user.pk),
-                              conversation.conversation_id)
         base = request.build_absolute_uri(request.path.rsplit("/messages", 1)[0])
-
-        def url_for(name, version):
-            return f"{base}/artifacts/{quote(name, safe='')}?version={version}"
-
-        try:
-            event_input = build_input(
-                parts, invocation_id=invocation_id, scope=scope, url_for=url_for,
-                save_blobs=agent.agent_type.save_input_blobs_as_artifacts)
-        except InputFileError as exc:
-            raise InputFileSaveFailed(str(exc)) from exc
-        event = user_event(
-            request.user, event_id=invocation_id, conversation_id=conversation.conversation_id,
-            project_id=str(agent.project_id), agent_id=str(agent.pk), input=event_input,
-            data={"invocation_id": invocation_id, "agent_name": node.name},
-        )
+        event, binding, node = prepare_message(
+            user=request.user, agent=self.get_agent(),
+            conversation=self.get_conversation(conversation_id), data=request.data,
+            conversation_url=base)
         stream = request.query_params.get("stream") in {"1", "true", "yes"}
         body = message_body(event=event, binding=binding, run_id=new_run_id(),
-                            agent_pk=agent.pk, agent_name=node.name, stream=stream)
+                            agent_pk=event.agent_id, agent_name=node.name, stream=stream)
         return StreamingHttpResponse(
             body, status=status.HTTP_201_CREATED,
             content_type="application/x-ndjson" if stream else "application/json")
