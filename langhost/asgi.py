@@ -1,4 +1,9 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+Static files (the admin's CSS and JavaScript, and LangHost's own) are served by Django's
+staticfiles handler, so a plain `daphne langhost.asgi:application` shows a complete admin
+with no web server in front and nothing loaded from elsewhere.
+"""
 
 import os
 
@@ -7,14 +12,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from accounts.channels_auth import TokenAuthMiddlewareStack  # noqa: E402
 from langhost.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
-        "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "websocket": TokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )

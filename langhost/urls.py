@@ -2,10 +2,14 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from runners.admin_views import runtime_status
+from runners.admin_views import dashboard_index, playground, run_detail, runtime_status
 
 urlpatterns = [
     path("admin/runtime/", admin.site.admin_view(runtime_status), name="admin-runtime-status"),
+    path("admin/playground/", admin.site.admin_view(playground), name="admin-playground"),
+    path("admin/runs/<str:run_id>/", admin.site.admin_view(run_detail), name="admin-run-detail"),
+    # The admin index with the dashboard (same URL and name as the admin's own index).
+    path("admin/", admin.site.admin_view(dashboard_index), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
@@ -13,3 +17,5 @@ urlpatterns = [
     path("api/v1/", include("accounts.urls")),
     path("api/v1/", include("runners.urls")),
 ]
+
+handler404 = "langhost.api.not_found"

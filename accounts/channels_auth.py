@@ -1,0 +1,83 @@
+"""Who is on the other end of a WebSocket: the admin's session cookie, or a JWT.
+
+`TokenAuthMiddlewareStack(inner)` is Channels' `AuthMiddlewareStack` (session cookie) with a
+JWT layer inside it. A token sent as `Authorization: Bearer <token>` or as `?token=<token>`
+wins over the cookie; an invalid or expired token leaves the connection anonymous.
+
+The session cookie only counts when the browser says the page came from one of our own
+hosts (`Origin` in `ALLOWED_HOSTS`), so another site cannot open a socket with an
+operator's cookie. Clients that send no `Origin` (scripts, tests) are not browsers and keep it.
+"""
+
+from urllib.parse import parse_qs, urlsplit
+
+from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
+from channels.middleware import BaseMiddleware
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.http.request import validate_host
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework_simplejwt.authentication import JWTAuthentication
+from rest_framework_simplejwt.exceptions import InvalidToken, TokenError
+
+
+def _header(scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or []:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def bearer_token(scope) -> str | None:
+    """The JWT from the `Authorization: Bearer` header, else from `?token=`; None if neither."""
+    header = _header(scope, b"authorization")
+    if header:
+        parts = header.split()
+        if len(parts) == 2 and parts[0].lower() == "bearer":
+            return parts[1]
+    query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
+    tokens = query.get("token")
+    return tokens[0] if tokens else None
+
+
+def origin_allowed(scope) -> bool:
+    """No `Origin` (not a browser), or an `Origin` whose host is one of ours."""
+    origin = _header(scope, b"origin")
+    if origin is None:
+        return True
+    host = urlsplit(origin).hostname
+    if not host:
+        return False
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return validate_host(host if ":" not in host else f"[{host}]", allowed)
+
+
+@database_sync_to_async
+def user_for_token(raw_token: str):
+    """The active user a valid access token names, or AnonymousUser."""
+    authentication = JWTAuthentication()
+    try:
+        user = authentication.get_user(authentication.get_validated_token(raw_token))
+    except (InvalidToken, TokenError, AuthenticationFailed):
+        return AnonymousUser()
+    return user if user.is_active else AnonymousUser()
+
+
+class JWTAuthMiddleware(BaseMiddleware):
+    """Replaces the session's user with the token's user when a token is sent."""
+
+    async def __call__(self, scope, receive, send):
+        scope = dict(scope)
+        token = bearer_token(scope)
+        if token is not None:
+            scope["user"] = await user_for_token(token)
+        elif not origin_allowed(scope):
+            scope["user"] = AnonymousUser()
+        return await self.inner(scope, receive, send)
+
+
+def TokenAuthMiddlewareStack(inner):  # noqa: N802  (named like Channels' AuthMiddlewareStack)
+    return AuthMiddlewareStack(JWTAuthMiddleware(inner))

@@ -1,0 +1,92 @@
+"""The dashboard's run numbers against seeded runs."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ledger.dashboard import percentile, run_summary
+from ledger.models import AgentRun
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 3, 10, 12, 30, tzinfo=UTC)
+
+
+def seed(status, *, hours_ago=1.0, duration=None, runner="plugin:a/b/c", reason=""):
+    created = NOW - timedelta(hours=hours_ago)
+    run = AgentRun.objects.create(run_id=str(uuid.uuid4()), event_id=str(uuid.uuid4()),
+                                  runner_id=runner, status=status, status_reason=reason)
+    fields = {"created_at": created}
+    if duration is not None:
+        fields.update(started_at=created, finished_at=created + timedelta(seconds=duration))
+    AgentRun.objects.filter(pk=run.pk).update(**fields)
+    return run
+
+
+def test_percentile_is_nearest_rank():
+    assert percentile([], 0.5) is None
+    assert percentile([7.0], 0.95) == 7.0
+    values = list(range(1, 101))
+    assert percentile(values, 0.50) == 50
+    assert percentile(values, 0.95) == 95
+    assert percentile([4, 1, 3, 2], 0.5) == 2
+
+
+def test_counts_durations_and_failures_match_the_seeded_ledger():
+    for seconds in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10):
+        seed("completed", duration=seconds, runner="builtin:echo")
+    seed("failed", duration=20, runner="plugin:qa/x/flaky", reason="old reason", hours_ago=5)
+    seed("failed", duration=30, runner="plugin:qa/x/flaky", reason="runner.error: boom")
+    seed("timeout", duration=40, runner="plugin:qa/x/slow", reason="runner.timeout: late")
+    seed("cancelled", duration=50)
+    seed("running", hours_ago=0.2)
+    seed("queued", hours_ago=0.1)
+    seed("running", hours_ago=30)  # older than the window: active, not in the 24 h counts
+    seed("failed", duration=99, hours_ago=30, runner="plugin:qa/x/ancient")
+
+    summary = run_summary(now=NOW)
+
+    assert summary["by_status"] == {"queued": 1, "running": 1, "completed": 10, "failed": 2,
+                                    "cancelled": 1, "timeout": 1}
+    assert summary["total"] == 16
+    assert summary["active"] == 3
+    # Finished in the window: 1..10, 20, 30, 40, 50 seconds.
+    assert summary["durations_count"] == 14
+    assert summary["p50_seconds"] == 7.0
+    assert summary["p95_seconds"] == 50.0
+    assert summary["top_failing"] == [
+        {"runner_id": "plugin:qa/x/flaky", "failures": 2, "last_reason": "runner.error: boom",
+         "last_status": "failed",
+         "last_failed_at": NOW - timedelta(hours=1) + timedelta(seconds=30)},
+        {"runner_id": "plugin:qa/x/slow", "failures": 1, "last_reason": "runner.timeout: late",
+         "last_status": "timeout",
+         "last_failed_at": NOW - timedelta(hours=1) + timedelta(seconds=40)},
+    ]
+
+
+def test_hourly_buckets_cover_whole_hours_and_add_up_to_the_totals():
+    seed("completed", hours_ago=0.25)   # 12:15, the current hour
+    seed("completed", hours_ago=1.0)    # 11:30
+    seed("failed", hours_ago=1.25)      # 11:15
+    seed("completed", hours_ago=23.4)   # 13:06 yesterday: the first bucket
+    seed("completed", hours_ago=23.6)   # 12:54 yesterday: before the window
+
+    summary = run_summary(now=NOW)
+    hourly = summary["hourly"]
+
+    assert len(hourly) == 24
+    assert hourly[0]["start"] == datetime(2026, 3, 9, 13, 0, tzinfo=UTC)
+    assert hourly[-1]["start"] == datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+    assert hourly[-1]["counts"]["completed"] == 1
+    assert hourly[-2]["counts"] == {"queued": 0, "running": 0, "completed": 1, "failed": 1,
+                                    "cancelled": 0, "timeout": 0}
+    assert hourly[0]["total"] == 1
+    assert sum(bucket["total"] for bucket in hourly) == summary["total"] == 4
+
+
+def test_an_empty_ledger_gives_zeros_and_no_percentiles():
+    summary = run_summary(now=NOW)
+    assert summary["total"] == summary["active"] == 0
+    assert summary["p50_seconds"] is None and summary["p95_seconds"] is None
+    assert summary["top_failing"] == []

@@ -1,0 +1,226 @@
+/* LangHost admin: the playground. Sends a message with `POST /api/v1/runs?stream=1`, reads
+ * the NDJSON reply as it streams, and follows the run's timeline over the WebSocket. */
+(function () {
+  "use strict";
+  const LH = window.LangHost;
+  const root = document.getElementById("playground");
+  if (!root || !LH) return;
+
+  const MAX_ATTACHMENT_BYTES = 1024 * 1024;  // the JSON request body stays under Django's limit
+  const target = document.getElementById("playground-target");
+  const form = document.getElementById("playground-form");
+  const input = document.getElementById("playground-input");
+  const fileInput = document.getElementById("playground-file");
+  const sendButton = document.getElementById("playground-send");
+  const errorNote = document.getElementById("playground-error");
+  const log = document.getElementById("playground-log");
+  const conversationLabel = document.getElementById("playground-conversation");
+  const runStatus = document.getElementById("run-status");
+  const runLink = document.getElementById("playground-run-link");
+  const runIdLabel = document.getElementById("playground-run-id");
+  const timeline = new LH.Timeline(document.getElementById("playground-timeline"),
+                                   document.getElementById("playground-event-count"));
+  let conversationId = null;
+  let follower = null;
+
+  function newId() {
+    if (window.crypto && window.crypto.randomUUID) return window.crypto.randomUUID();
+    return "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g, function (c) {
+      const r = (Math.random() * 16) | 0;
+      return (c === "x" ? r : (r & 0x3) | 0x8).toString(16);
+    });
+  }
+
+  function newConversation() {
+    conversationId = "playground-" + newId();
+    conversationLabel.textContent = conversationId;
+    log.textContent = "";
+  }
+
+  function showError(text) {
+    errorNote.textContent = text;
+    errorNote.hidden = !text;
+  }
+
+  function bubble(role, author, text) {
+    const item = document.createElement("div");
+    item.className = "chat-message chat-" + role;
+    const who = document.createElement("div");
+    who.className = "chat-author";
+    who.textContent = author;
+    const body = document.createElement("div");
+    body.className = "chat-text";
+    body.textContent = text || "";
+    item.appendChild(who);
+    item.appendChild(body);
+    log.appendChild(item);
+    log.scrollTop = log.scrollHeight;
+    return item;
+  }
+
+  function note(item, text, className) {
+    const line = document.createElement("div");
+    line.className = "chat-note " + (className || "");
+    line.textContent = text;
+    item.appendChild(line);
+  }
+
+  function follow(runId) {
+    if (follower) follower.stop();
+    timeline.clear();
+    runIdLabel.textContent = runId;
+    runLink.href = root.dataset.runDetailUrl.replace("__RUN__", encodeURIComponent(runId));
+    runLink.hidden = false;
+    LH.setStatus(runStatus, "running");
+    follower = LH.followRun(runId, {
+      onEvent: function (frame) { timeline.add(frame); },
+      onStatus: function (frame) { LH.setStatus(runStatus, frame.status, frame.status_reason); },
+      onRefused: function (code) { LH.setStatus(runStatus, "unknown", "stream closed: " + code); },
+    }, 0);
+  }
+
+  function readFile(file) {
+    return new Promise(function (resolve, reject) {
+      const reader = new FileReader();
+      reader.onload = function () {
+        const data = String(reader.result);
+        resolve({
+          type: "file", name: file.name, mime_type: file.type || "application/octet-stream",
+          size: file.size, content: data.substring(data.indexOf(",") + 1),
+        });
+      };
+      reader.onerror = function () { reject(reader.error); };
+      reader.readAsDataURL(file);
+    });
+  }
+
+  function errorText(status, body) {
+    if (!body) return "HTTP " + status;
+    let text = body.detail || "HTTP " + status;
+    const errors = body.errors || {};
+    Object.keys(errors).forEach(function (field) {
+      text += " " + field + ": " + [].concat(errors[field]).join(" ");
+    });
+    return text;
+  }
+
+  async function readFrames(response, onFrame) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      buffer += decoder.decode(chunk.value, { stream: true });
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.substring(0, newline).trim();
+        buffer = buffer.substring(newline + 1);
+        if (line) onFrame(JSON.parse(line));
+      }
+    }
+    if (buffer.trim()) onFrame(JSON.parse(buffer));
+  }
+
+  async function send(event) {
+    event.preventDefault();
+    showError("");
+    const text = input.value;
+    const file = fileInput.files[0];
+    if (!text.trim() && !file) {
+      showError("Write a message or attach a file.");
+      return;
+    }
+    if (file && file.size > MAX_ATTACHMENT_BYTES) {
+      showError("Attachments are limited to 1 MiB here.");
+      return;
+    }
+    const option = target.options[target.selectedIndex];
+    if (!option) {
+      showError("There is no agent or runner to talk to.");
+      return;
+    }
+    sendButton.disabled = true;
+    try {
+      const attachments = file ? [await readFile(file)] : [];
+      const body = { input: { text: text, attachments: attachments },
+                     conversation_id: conversationId };
+      const [kind, id] = [option.value.substring(0, option.value.indexOf(":")),
+                          option.value.substring(option.value.indexOf(":") + 1)];
+      body[kind === "agent" ? "agent_id" : "runner_id"] = id;
+
+      const mine = bubble("user", "You", text);
+      if (file) note(mine, "attached " + file.name + " (" + file.size + " bytes)", "chat-attachment");
+      input.value = "";
+      fileInput.value = "";
+      const reply = bubble("agent", option.dataset.label || option.textContent, "");
+      reply.classList.add("chat-pending");
+      const replyText = reply.querySelector(".chat-text");
+      let completed = false;
+
+      const response = await fetch(root.dataset.runsUrl + "?stream=1", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "Accept": "application/x-ndjson, application/json",
+                   "X-CSRFToken": LH.csrfToken(form) },
+        body: JSON.stringify(body),
+      });
+      if (!response.ok) {
+        let detail = null;
+        try { detail = await response.json(); } catch (ignored) { detail = null; }
+        reply.remove();
+        showError(errorText(response.status, detail));
+        return;
+      }
+      await readFrames(response, function (frame) {
+        switch (frame.type) {
+          case "run.started":
+            reply.dataset.runId = frame.run_id;
+            follow(frame.run_id);
+            break;
+          case "message.delta":
+            if (completed) break;
+            replyText.textContent += LH.contentText(((frame.data || {}).chunk || {}).content);
+            break;
+          case "message.completed":
+            replyText.textContent = LH.contentText(((frame.data || {}).message || {}).content);
+            completed = true;
+            break;
+          case "steering.queued":
+            note(reply, "Joined the active run " + frame.run_id + ".");
+            follow(frame.run_id);
+            break;
+          case "run.finished":
+            reply.classList.remove("chat-pending");
+            reply.dataset.status = frame.status || "";
+            if (frame.status && frame.status !== "completed") {
+              note(reply, frame.status + (frame.status_reason ? ": " + frame.status_reason : ""),
+                   "chat-failed");
+            }
+            break;
+          case "run.refused":
+            reply.classList.remove("chat-pending");
+            note(reply, "refused: " + frame.detail, "chat-failed");
+            break;
+          default:
+            break;
+        }
+        log.scrollTop = log.scrollHeight;
+      });
+      reply.classList.remove("chat-pending");
+    } catch (error) {
+      showError(String(error));
+    } finally {
+      sendButton.disabled = false;
+      input.focus();
+    }
+  }
+
+  form.addEventListener("submit", send);
+  input.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
+  document.getElementById("playground-new").addEventListener("click", newConversation);
+  newConversation();
+  root.dataset.ready = "1";
+})();

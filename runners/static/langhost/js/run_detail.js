@@ -1,0 +1,99 @@
+/* LangHost admin: the run detail page. Replays the run's events and follows it live. */
+(function () {
+  "use strict";
+  const LH = window.LangHost;
+  const root = document.getElementById("run-live");
+  if (!root || !LH) return;
+
+  const runId = root.dataset.runId;
+  const statusBadge = document.getElementById("run-status");
+  const reasonLine = document.getElementById("run-status-reason");
+  const liveFlag = document.getElementById("run-live-flag");
+  const cancelButton = document.getElementById("run-cancel");
+  const reply = document.getElementById("run-reply");
+  const stateList = document.getElementById("run-state-changes");
+  const timeline = new LH.Timeline(document.getElementById("run-timeline-body"),
+                                   document.getElementById("run-event-count"));
+  let streaming = false;
+  let ended = false;
+
+  function setLive(text, className) {
+    liveFlag.textContent = text;
+    liveFlag.className = "run-live-flag " + className;
+  }
+
+  function showReply(text, partial) {
+    const empty = reply.querySelector(".run-empty");
+    if (empty) empty.remove();
+    reply.textContent = text;
+    reply.classList.toggle("run-reply-partial", !!partial);
+  }
+
+  function addStateChange(frame) {
+    const empty = stateList.querySelector(".run-empty");
+    if (empty) empty.remove();
+    const item = document.createElement("li");
+    const data = frame.data || {};
+    item.innerHTML = "<span class='run-state-seq'></span> <code></code> <span></span>";
+    item.children[0].textContent = "#" + frame.sequence;
+    item.children[1].textContent = (data.scope || "") + ":" + data.key;
+    item.children[2].textContent = "= " + JSON.stringify(data.value);
+    stateList.appendChild(item);
+  }
+
+  function onEvent(frame) {
+    timeline.add(frame);
+    if (frame.type === "message.delta") {
+      const chunk = LH.contentText(((frame.data || {}).chunk || {}).content);
+      showReply((streaming ? reply.textContent : "") + chunk, true);
+      streaming = true;
+    } else if (frame.type === "message.completed") {
+      showReply(LH.contentText(((frame.data || {}).message || {}).content), false);
+      streaming = false;
+    } else if (frame.type === "state.updated") {
+      addStateChange(frame);
+    }
+    if (statusBadge.textContent === "queued") LH.setStatus(statusBadge, "running");
+  }
+
+  function onStatus(frame) {
+    ended = true;
+    LH.setStatus(statusBadge, frame.status, frame.status_reason);
+    reasonLine.textContent = frame.status_reason || "";
+    setLive("ended", "ended");
+    if (cancelButton) cancelButton.disabled = true;
+    reply.classList.remove("run-reply-partial");
+  }
+
+  function onRefused(code) {
+    setLive(code === 4403 ? "not allowed to follow this run" : "disconnected (" + code + ")",
+            "refused");
+  }
+
+  if (cancelButton) {
+    cancelButton.addEventListener("click", function () {
+      cancelButton.disabled = true;
+      fetch(root.dataset.cancelUrl, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": LH.csrfToken(), "Accept": "application/json" },
+      }).then(function (response) {
+        return response.json().then(function (body) {
+          if (!response.ok) {
+            reasonLine.textContent = body.detail || ("cancel failed: HTTP " + response.status);
+            cancelButton.disabled = ended;
+          } else if (!ended) {
+            reasonLine.textContent = "cancel requested";
+          }
+        });
+      }).catch(function (error) {
+        reasonLine.textContent = "cancel failed: " + error;
+        cancelButton.disabled = false;
+      });
+    });
+  }
+
+  setLive(LH.TERMINAL.indexOf(root.dataset.status) >= 0 ? "loading" : "live", "live");
+  root.dataset.follow = "started";
+  LH.followRun(runId, { onEvent: onEvent, onStatus: onStatus, onRefused: onRefused }, 0);
+})();

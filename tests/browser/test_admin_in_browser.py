@@ -1,0 +1,170 @@
+"""The operator's admin pages in a real headless chromium against a real daphne and runtime."""
+
+import threading
+import time
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from .conftest import ECHO, SLOW, wait_until
+
+pytestmark = pytest.mark.browser
+
+
+def timeline_types(browser, tbody_id: str) -> list[str]:
+    return [row.get_attribute("data-type")
+            for row in browser.find_elements(By.CSS_SELECTOR, f"#{tbody_id} tr.run-event")]
+
+
+def test_chat_with_the_echo_agent_in_the_playground_then_open_the_run(
+        browser, browser_server, artifacts):
+    browser.get(f"{browser_server.url}/admin/")
+    browser.find_element(By.ID, "dash-playground-link").click()
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
+               what="the playground")
+    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
+        f"agent:{browser_server.agent_id}")
+    browser.find_element(By.ID, "playground-input").send_keys("hello from chromium")
+    browser.find_element(By.ID, "playground-file").send_keys(str(__import__("pathlib").Path(
+        __file__).parent / "conftest.py"))
+    browser.find_element(By.ID, "playground-send").click()
+
+    reply = wait_until(lambda: [el for el in browser.find_elements(
+        By.CSS_SELECTOR, ".chat-agent[data-status='completed'] .chat-text")], what="the reply")
+    assert reply[0].text == "e2e echo: hello from chromium"
+    assert "conftest.py" in browser.find_element(By.CSS_SELECTOR, ".chat-user").text
+    wait_until(lambda: timeline_types(browser, "playground-timeline") == [
+        "message.completed", "state.updated", "run.completed"], what="the playground timeline")
+    wait_until(lambda: browser.find_element(By.ID, "run-status").text == "completed",
+               what="the run's status")
+    browser.save_screenshot(str(artifacts / "playground.png"))
+
+    run_id = browser.find_element(By.ID, "playground-run-id").text
+    browser.find_element(By.ID, "playground-run-link").click()
+    wait_until(lambda: browser.find_elements(By.ID, "run-live"), what="the run detail page")
+    wait_until(lambda: timeline_types(browser, "run-timeline-body") == [
+        "message.completed", "state.updated", "run.completed"], what="the three events")
+    assert browser.find_element(By.ID, "run-live").get_attribute("data-run-id") == run_id
+    assert browser.find_element(By.ID, "run-status").text == "completed"
+    assert browser.find_element(By.ID, "run-reply").text == "e2e echo: hello from chromium"
+    assert "e2e.echo_count" in browser.find_element(By.ID, "run-state-changes").text
+    assert "e2e echo: hello from chromium" in browser.find_element(By.ID, "run-transcript").text
+    # The run carried the attachment as input.
+    run = browser_server.api("GET", f"/api/v1/runs/{run_id}").json()
+    assert run["agent_id"] == browser_server.agent_id and run["runner_id"] == ECHO
+    browser.save_screenshot(str(artifacts / "run_detail.png"))
+
+
+def test_a_slow_runs_timeline_grows_live_on_the_run_detail_page(browser, browser_server):
+    started = {}
+
+    def start_slow_run():
+        with browser_server.http.stream(
+                "POST", "/api/v1/runs", params={"stream": "1"},
+                headers={"Authorization": f"Bearer {browser_server.admin_token}"},
+                json={"runner_id": SLOW, "input": {"text": "deltas:6:0.35"}}) as response:
+            for line in response.iter_lines():
+                if '"run.started"' in line:
+                    started["run_id"] = __import__("json").loads(line)["run_id"]
+                    started["at"] = time.monotonic()
+
+    runner = threading.Thread(target=start_slow_run, daemon=True)
+    runner.start()
+    run_id = wait_until(lambda: started.get("run_id"), what="the slow run to start")
+    browser.get(f"{browser_server.url}/admin/runs/{run_id}/")
+
+    samples = []  # (seconds since start, rows on the page, status badge)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        rows, status = browser.execute_script(  # one read: rows and badge of the same moment
+            "return [document.querySelectorAll('#run-timeline-body tr.run-event').length,"
+            " document.getElementById('run-status').textContent];")
+        samples.append((time.monotonic() - started["at"], rows, status))
+        if status == "completed":
+            break
+        time.sleep(0.05)
+    runner.join(timeout=10)
+
+    assert samples[-1][1:] == (7, "completed"), samples[-1]  # six deltas, run.completed
+    counts = [rows for _, rows, _ in samples]
+    assert counts == sorted(counts), "the timeline only grows"
+    seen_while_running = {rows for _, rows, status in samples if status == "running"}
+    assert len(seen_while_running - {0}) >= 3, f"rows did not appear one by one: {samples}"
+    first_full = next(t for t, rows, _ in samples if rows >= 6)
+    first_one = next(t for t, rows, _ in samples if rows >= 1)
+    assert first_full - first_one > 0.8, "the deltas arrived together, not live"
+    reply = browser.find_element(By.ID, "run-reply").text
+    assert reply == "delta 1delta 2delta 3delta 4delta 5delta 6"
+
+
+def test_the_cancel_button_stops_an_active_run(browser, browser_server):
+    started = {}
+
+    def start_sleeping_run():  # the slow runner sends one delta, then sleeps for 30 s
+        with browser_server.http.stream(
+                "POST", "/api/v1/runs", params={"stream": "1"},
+                headers={"Authorization": f"Bearer {browser_server.admin_token}"},
+                json={"runner_id": SLOW, "input": {"text": "sleep"}}) as response:
+            for line in response.iter_lines():
+                if '"run.started"' in line:
+                    started["run_id"] = __import__("json").loads(line)["run_id"]
+
+    runner = threading.Thread(target=start_sleeping_run, daemon=True)
+    runner.start()
+    run_id = wait_until(lambda: started.get("run_id"), what="the run to start")
+    browser.get(f"{browser_server.url}/admin/runs/{run_id}/")
+    wait_until(lambda: timeline_types(browser, "run-timeline-body") == ["message.delta"],
+               what="the first delta")
+    assert browser.find_element(By.ID, "run-status").text == "running"
+    browser.find_element(By.ID, "run-cancel").click()
+
+    wait_until(lambda: browser.find_element(By.ID, "run-status").text == "cancelled",
+               timeout=10, what="the run to be cancelled")
+    assert "cancelled by root@example.com" in browser.find_element(By.ID, "run-status-reason").text
+    assert not browser.find_element(By.ID, "run-cancel").is_enabled()
+    runner.join(timeout=10)
+
+
+def test_a_non_members_websocket_is_refused(browser, browser_server):
+    created = browser_server.api("POST", "/api/v1/runs", json={
+        "agent_id": browser_server.agent_id, "conversation_id": "browser-members-only",
+        "input": {"text": "members only"}})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["run_id"]
+    open_socket = """
+        const [url, done] = arguments;
+        const socket = new WebSocket(url);
+        const frames = [];
+        socket.onmessage = (m) => frames.push(JSON.parse(m.data).type);
+        socket.onclose = (e) => done({code: e.code, frames: frames});
+    """
+    refused = browser.execute_async_script(
+        open_socket, f"{browser_server.ws_url}/ws/runs/{run_id}/?token={browser_server.outsider_token}")
+    assert refused == {"code": 4403, "frames": []}
+    # The signed-in superuser's session cookie opens the same stream.
+    allowed = browser.execute_async_script(open_socket, f"{browser_server.ws_url}/ws/runs/{run_id}/")
+    assert allowed == {"code": 1000, "frames": [
+        "message.completed", "state.updated", "run.completed", "run.status"]}
+
+
+def test_the_dashboard_shows_the_runtime_and_the_runs(browser, browser_server, artifacts):
+    failed = browser_server.api("POST", "/api/v1/runs", json={
+        "runner_id": "plugin:e2e/agent-runner-qa/failing", "input": {"text": "fail"}}).json()
+    assert failed["status"] == "failed", failed
+    browser.get(f"{browser_server.url}/admin/")
+    dashboard = browser.find_element(By.ID, "langhost-dashboard")
+    assert "ready" in browser.find_element(By.ID, "dash-runtime").text
+    total = int(browser.find_element(By.CSS_SELECTOR, "#dash-total .tile-value").text)
+    runs = browser_server.api("GET", "/api/v1/runs").json()["pagination"]["total"]
+    assert total == runs >= 3
+    assert browser.find_elements(By.CSS_SELECTOR, "#dash-chart rect[data-status='completed']")
+    assert browser.find_elements(By.CSS_SELECTOR, "#dash-chart rect[data-status='failed']")
+    failing = browser.find_element(By.ID, "dash-failing").text
+    assert "plugin:e2e/agent-runner-qa/failing" in failing
+    assert failed["status_reason"][:40] in failing
+    # The admin's own stylesheet is served and applied (the page looks like the admin).
+    header = browser.find_element(By.ID, "header")
+    assert header.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"
+    assert dashboard.is_displayed()
+    browser.save_screenshot(str(artifacts / "dashboard.png"))
