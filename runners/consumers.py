@@ -21,15 +21,22 @@ not exist, unless the user is a superuser: 4404), 4400 bad `after_sequence`.
 import asyncio
 import json
 import logging
+from contextlib import aclosing
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ValidationError
+from rest_framework.exceptions import APIException
 
 from accounts.models import Project
-from ledger import readers
+from ledger import conversations, readers
 from ledger.models import TERMINAL_STATUSES, AgentRun
+
+from .conversation_views import prepare_message
+from .conversations import message_body
+from .models import AgentInstance
+from .orchestrator import new_run_id
 
 logger = logging.getLogger(__name__)
 
@@ -187,3 +194,114 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
                         await self._finish(outcome)
         except Exception:
             logger.exception("run stream %s: ledger poll failed", self.run_id)
+
+
+# --- conversations --------------------------------------------------------------------------
+
+@database_sync_to_async
+def _load_conversation(user, conversation_id: str):
+    """The user's own conversation and its agent, when the agent's project is visible to them."""
+    conversation = conversations.get(conversation_id, user_id=str(user.pk))
+    if conversation is None:
+        return None, None
+    agent = (AgentInstance.objects.select_related("agent_type")
+             .filter(pk=conversation.agent_id, project__in=Project.objects.visible_to(user)).first())
+    return conversation, agent
+
+
+@database_sync_to_async
+def _prepare(user, conversation, data: dict):
+    agent = AgentInstance.objects.select_related("agent_type").get(pk=conversation.agent_id)
+    url = (f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}/conversations/"
+           f"{conversation.conversation_id}")
+    return prepare_message(user=user, agent=agent, conversation=conversation, data=data,
+                           conversation_url=url)
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    """`ws/conversations/<conversation_id>/`: talk to the conversation's agent.
+
+    Send `{"type": "message", "text": ..., "attachments": [...]}`; receive the same frames as
+    `POST .../messages?stream=1` (`run.started`, deltas and messages, `run.finished` or
+    `run.refused`), the run's ledger events as `{"type": "run.event", "event": {...}}`, and
+    `{"type": "error", "status", "detail"[, "errors"]}` when the message is refused (the
+    status the REST endpoint would answer). One message runs at a time per connection;
+    closing the socket cancels the run. Close codes: 4401 not signed in, 4403 not the
+    caller's conversation (or its agent is not visible).
+    """
+
+    async def connect(self):
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        self.conversation, agent = await _load_conversation(user, conversation_id)
+        if self.conversation is None or agent is None:
+            await self.close(code=4403)
+            return
+        self.user, self.task, self.group = user, None, None
+        await self._send({"type": "ready", "conversation_id": conversation_id,
+                          "agent": agent.name, "agent_id": str(agent.pk)})
+
+    async def disconnect(self, code):
+        task = getattr(self, "task", None)
+        if task is not None and not task.done():
+            task.cancel()  # the run ends `consumer_cancelled`; the agent goes back to idle
+        await self._leave_group()
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            frame = json.loads(text_data or "")
+        except ValueError:
+            await self._send({"type": "error", "status": 400, "detail": "Frames are JSON objects."})
+            return
+        if not isinstance(frame, dict) or frame.get("type") != "message":
+            await self._send({"type": "error", "status": 400,
+                              "detail": 'Send {"type": "message", "text": ..., "attachments": [...]}.'})
+            return
+        if self.task is not None and not self.task.done():
+            await self._send({"type": "error", "status": 409,
+                              "detail": "A message is still running on this connection."})
+            return
+        self.task = asyncio.ensure_future(self._talk(frame))
+
+    async def run_event(self, message):
+        await self._send({"type": "run.event", "event": event_frame(message["event"])})
+
+    async def _talk(self, frame: dict) -> None:
+        data = {key: frame[key] for key in ("text", "attachments") if key in frame}
+        try:
+            event, binding, node = await _prepare(self.user, self.conversation, data)
+        except APIException as exc:
+            error = {"type": "error", "status": exc.status_code, "detail": _detail(exc)}
+            if isinstance(exc.detail, dict):
+                error["errors"] = exc.detail
+            await self._send(error)
+            return
+        run_id = new_run_id()
+        self.group = f"run.{run_id}"
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            async with aclosing(message_body(event=event, binding=binding, run_id=run_id,
+                                             agent_pk=event.agent_id, agent_name=node.name,
+                                             stream=True)) as frames:
+                async for line in frames:
+                    await self.send(text_data=line.rstrip("\n"))
+        finally:
+            await self._leave_group()
+
+    async def _leave_group(self) -> None:
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
+
+    async def _send(self, frame: dict) -> None:
+        await self.send(text_data=json.dumps(frame, default=str))
+
+
+def _detail(exc: APIException) -> str:
+    if isinstance(exc.detail, dict):
+        return "Invalid input: " + ", ".join(exc.detail)
+    return str(exc.detail)

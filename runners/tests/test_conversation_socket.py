@@ -1,0 +1,88 @@
+"""`ws/conversations/<id>/`: the same rules and frames as the REST message endpoint."""
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from accounts.tokens import token_pair
+from langhost.asgi import application
+from ledger import conversations
+from ledger.models import AgentRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def conversation(agent, user):
+    """`user`'s conversation with the idle agent `Ada` (its type runs the built-in echo)."""
+    return conversations.create(project_id=str(agent.project_id), agent_id=str(agent.pk),
+                                user_id=str(user.pk))
+
+
+async def connect(conversation, who) -> WebsocketCommunicator:
+    token = await sync_to_async(lambda: token_pair(who)["access_token"])()
+    socket = WebsocketCommunicator(
+        application, f"/ws/conversations/{conversation.conversation_id}/?token={token}")
+    connected, _ = await socket.connect()
+    assert connected
+    return socket
+
+
+async def frames_until(socket, last_type: str) -> list[dict]:
+    frames = []
+    while not frames or frames[-1].get("type") != last_type:
+        frames.append(json.loads(await socket.receive_from(timeout=10)))
+    return frames
+
+
+async def test_a_message_streams_the_reply_and_ends_with_the_outcome(conversation, user, agent):
+    socket = await connect(conversation, user)
+    assert (await socket.receive_json_from())["type"] == "ready"
+
+    await socket.send_json_to({"type": "message", "text": "over the socket"})
+    frames = await frames_until(socket, "run.finished")
+    await socket.disconnect()
+
+    replies = [f for f in frames if f["type"] == "message.completed"]
+    assert replies[0]["data"]["message"]["content"] == "echo: over the socket"
+    assert frames[-1]["status"] == "completed"
+    assert frames[-1]["agent"] == agent.agent_type.name  # the answering node of its tree
+    assert frames[-1]["reply"] == {"role": "assistant", "content": "echo: over the socket"}
+    run = await AgentRun.objects.aget(run_id=frames[-1]["run_id"])
+    assert run.conversation_id == conversation.conversation_id
+
+
+async def test_a_paused_agent_refuses_the_message_with_409(conversation, user, agent):
+    await sync_to_async(agent.transition)("pause")
+    socket = await connect(conversation, user)
+    await socket.receive_json_from()
+
+    await socket.send_json_to({"type": "message", "text": "hello?"})
+    error = await socket.receive_json_from()
+    await socket.disconnect()
+
+    assert (error["type"], error["status"]) == ("error", 409)
+    assert "paused" in error["detail"]
+    assert not await AgentRun.objects.aexists()
+
+
+async def test_an_empty_message_is_refused_with_422(conversation, user):
+    socket = await connect(conversation, user)
+    await socket.receive_json_from()
+
+    await socket.send_json_to({"type": "message", "text": "   "})
+    error = await socket.receive_json_from()
+    await socket.disconnect()
+
+    assert error["status"] == 422
+
+
+async def test_someone_elses_conversation_is_closed_with_4403(conversation, outsider):
+    token = await sync_to_async(lambda: token_pair(outsider)["access_token"])()
+    socket = WebsocketCommunicator(
+        application, f"/ws/conversations/{conversation.conversation_id}/?token={token}")
+    await socket.connect()
+
+    assert (await socket.receive_output(timeout=5))["code"] == 4403
