@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test lint bench
+.PHONY: run test install install-test browser bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -14,10 +14,19 @@ install: $(PY)
 install-test: $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
+# The browser tests drive Debian's chromium through chromium-driver; installed once.
+browser:
+	@if [ ! -x /usr/bin/chromedriver ]; then \
+	  SUDO=""; if [ "$$(id -u)" != "0" ]; then SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver fonts-liberation >/dev/null; \
+	fi
+
 run: install
 	$(PY) manage.py serve
 
-test: install-test
+test: install-test browser
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
