@@ -1,13 +1,12 @@
 import json
 
 from django.contrib import admin, messages
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
 from . import services
 from .models import (
     TERMINAL_STATUSES,
     AgentRun,
-    AgentRunEvent,
     AgentRunnerState,
     Artifact,
     Conversation,
@@ -32,44 +31,24 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class RunEventInline(admin.TabularInline):
-    model = AgentRunEvent
-    fields = ["sequence", "type", "source", "payload", "created_at"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ["sequence"]
-    verbose_name = "event"
-    verbose_name_plural = "Event timeline"
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    @admin.display(description="payload")
-    def payload(self, event):
-        return pretty(event.data_json)
-
-
 @admin.register(AgentRun)
 class AgentRunAdmin(ReadOnlyAdmin):
     list_display = ["run_id", "status", "runner_id", "agent_id", "duration", "created_at"]
     list_filter = ["status", "runner_id", "created_at"]
     search_fields = ["run_id", "event_id", "conversation_id"]
     date_hierarchy = "created_at"
-    inlines = [RunEventInline]
     actions = ["cancel_runs"]
     readonly_fields = [
         "run_id", "event_id", "status", "status_reason", "runner_id", "binding_id", "agent_id",
         "project_id", "conversation_id", "thread_id", "created_at", "started_at", "finished_at",
-        "deadline_at", "cancel_requested_at", "usage", "transcript", "state_changes",
-        "authorization",
+        "deadline_at", "cancel_requested_at", "usage", "authorization",
     ]
     fieldsets = [
         (None, {"fields": ["run_id", "status", "status_reason", "runner_id", "binding_id",
                            "agent_id", "project_id", "conversation_id", "thread_id", "event_id"]}),
         ("Timing", {"fields": ["created_at", "started_at", "finished_at", "deadline_at",
                                "cancel_requested_at"]}),
-        ("What it produced", {"fields": ["transcript", "state_changes", "usage"]}),
+        ("Usage", {"fields": ["usage"]}),
         ("Authorization snapshot", {"classes": ["collapse"], "fields": ["authorization"]}),
     ]
 
@@ -85,22 +64,6 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="authorization")
     def authorization(self, run):
         return pretty(run.authorization_json)
-
-    @admin.display(description="transcript")
-    def transcript(self, run):
-        rows = Transcript.objects.filter(conversation_id=run.conversation_id).filter(
-            event_id=run.event_id
-        ) if run.conversation_id else Transcript.objects.none()
-        return format_html_join("", "<p><b>{}</b> ({}): {}</p>",
-                                ((row.role, row.author, row.content) for row in rows)) or "—"
-
-    @admin.display(description="state changes")
-    def state_changes(self, run):
-        updates = run.events.filter(type="state.updated").order_by("sequence")
-        return format_html_join("", "<p>#{} <code>{}</code> {} = {}</p>", (
-            (e.sequence, e.data_json.get("scope"), e.data_json.get("key"),
-             json.dumps(e.data_json.get("value"), default=str)) for e in updates
-        )) or "—"
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):
