@@ -99,6 +99,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    # Tests use a real file too: shared-cache in-memory SQLite fails at once with "table is
+    # locked" where a file database waits, so the runtime's threads would race the tests.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-langhost.sqlite3")}
 
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [

@@ -5,6 +5,7 @@ bound to the event loop it was created in; `get_gateway()` hands out one per loo
 """
 
 import asyncio
+import contextvars
 import logging
 import os
 import shutil
@@ -96,6 +97,9 @@ class LocalGateway:
         self._stopping = False
         self._settled = asyncio.Event()
         self._discover_lock = asyncio.Lock()
+        # Plugins this gateway's discovery saw fail to load: later discoveries do not wait
+        # for them (else every rediscovery, and every run waiting on one, sits out the timeout).
+        self._failed_plugins: set[str] = set()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -115,14 +119,20 @@ class LocalGateway:
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.
         self._stopping = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Cancel until they are gone: an SDK call (asyncio.wait_for on 3.11) can swallow a
+        # cancellation that arrives just as its answer does, and the task then runs on.
+        while pending := [task for task in self._tasks if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.5)
         await self.link.stop()
         self._started = self._stopping = False
 
     def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        # A fresh context: a task spawned from a request (admin -> async_to_sync) would
+        # otherwise inherit that request's asgiref executor and fail every sync_to_async
+        # ("CurrentThreadExecutor already quit") once the request has ended.
+        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -155,9 +165,12 @@ class LocalGateway:
                 stable = stable + 1 if ids == previous else 0
                 previous = ids
                 listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
-                # Every enabled plugin folder listed, confirmed by one more poll; a plugin
-                # that never registers holds discovery until the timeout.
-                if (expected <= listed and stable >= 1) or loop.time() > give_up:
+                # Every enabled plugin folder listed, confirmed by one more poll. A plugin whose
+                # process the runtime saw die is not waited for (the runtime keeps retrying it;
+                # later discoveries list it if it recovers); one that never registers and never
+                # dies visibly (e.g. ws mode: no runtime log) holds discovery until the timeout.
+                waiting_for = expected - self.link.exited_plugins
+                if (waiting_for <= listed and stable >= 1) or loop.time() > give_up:
                     break
                 await asyncio.sleep(DISCOVERY_POLL_SECONDS)
             self.plugins = await self.link.list_plugins()
@@ -170,11 +183,12 @@ class LocalGateway:
     def _expected_plugins(self) -> set[str]:
         """Enabled plugins whose folders exist: discovery waits for them (up to its timeout)."""
         rows = sync_installations_sync(self.plugins_dir, self.instance_id)
-        return {row.plugin_id for row in rows if row.enabled}
+        return {row.plugin_id for row in rows if row.enabled} - self._failed_plugins
 
     def _record_plugin_status(self, listed: set[str]) -> None:
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
         failures = self.link.plugin_failures()
+        failed = set()
         for installation in PluginInstallation.objects.all():
             plugin = by_id.get(installation.plugin_id)
             if not installation.enabled:
@@ -188,9 +202,11 @@ class LocalGateway:
                 status = "failed"
                 error = failures.get(installation.plugin_id) or (
                     "The runtime did not load this plugin; see the runtime log for its reason.")
+                failed.add(installation.plugin_id)
             if (status, error) != (installation.status, installation.last_error):
                 installation.status, installation.last_error = status, error
                 installation.save(update_fields=["status", "last_error", "updated_at"])
+        self._failed_plugins = failed
 
     @staticmethod
     def _runner_id(raw: dict) -> str:
@@ -223,7 +239,14 @@ class LocalGateway:
 
     async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
         await self.start()
-        await self.link.wait_ready(DISCOVERY_TIMEOUT_SECONDS)
+        # A runtime that just (re)connected lists its plugins only once they registered again.
+        try:
+            async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
+                await self._settled.wait()
+        except TimeoutError:
+            raise RuntimeError(f"the runtime's runners did not settle within "
+                               f"{DISCOVERY_TIMEOUT_SECONDS:.0f}s ({self.link.state}: "
+                               f"{self.link.state_reason})") from None
         stream = self.link.run_runner(descriptor.plugin_author, descriptor.plugin_name,
                                       descriptor.runner_name, context, item_timeout)
         async with aclosing(stream):
@@ -234,6 +257,7 @@ class LocalGateway:
         await self.start()
         await self.link.wait_ready(DISCOVERY_TIMEOUT_SECONDS)
         await self.link.restart_plugin(author, name)
+        self._failed_plugins.discard(f"{author}/{name}")  # a restart is a new chance to load
         await self.discover()
 
     async def status(self) -> dict:
@@ -250,7 +274,15 @@ def apply_plugin_settings(author: str, name: str) -> None:
 
     async def schedule():
         gateway = get_gateway()
-        asyncio.get_running_loop().create_task(gateway.restart_plugin(author, name))
+        if isinstance(gateway, LocalGateway):
+            # No runtime in this process (e.g. no event loop owns one): nothing to restart; the
+            # runtime reads the new settings when it next launches the plugin. Starting one
+            # here would tie it to a throwaway loop.
+            if gateway.loop is None:
+                return
+            gateway._spawn(gateway.restart_plugin(author, name))  # kept, and stopped with it
+        else:
+            await gateway.restart_plugin(author, name)  # a message to the owning process
 
     async_to_sync(schedule)()
 

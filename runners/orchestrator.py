@@ -26,6 +26,7 @@ from ledger.models import EventSource, RunStatus
 from . import builtins, context, registry
 from .models import RunnerDescriptor
 from .protocol import AgentBinding, AgentEventEnvelope
+from .runtime.link import RuntimeLinkError
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,8 @@ class Orchestrator:
             return await registry.get_descriptor(runner_id, self.gateway.discover)
         except registry.RunnerNotFound as exc:
             raise RunRefused(str(exc)) from exc
+        except (RuntimeLinkError, RuntimeError, TimeoutError) as exc:  # rediscovery failed
+            raise RunRefused(f"Runner '{runner_id}' cannot be looked up now: {exc}") from exc
 
     async def _try_steer(self, event, descriptor) -> str | None:
         """A message for a conversation whose active run steers joins the oldest such run.

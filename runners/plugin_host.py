@@ -14,6 +14,11 @@ from .runtime.identity import plugin_installation_uuid
 
 def installation_for_sync(instance_id: str, author: str, name: str, version: str = "") -> PluginInstallation:
     """The installation row of a plugin folder, created (enabled) the first time it is seen."""
+    # Asked on every plugin launch and discovery: read first, so the common case takes no write
+    # lock (transactions BEGIN IMMEDIATE on SQLite).
+    installation = PluginInstallation.objects.filter(author=author, name=name).first()
+    if installation is not None and (not version or installation.version == version):
+        return installation
     try:
         with transaction.atomic():
             installation, created = PluginInstallation.objects.get_or_create(

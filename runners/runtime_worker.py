@@ -35,6 +35,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
 
     gateway = None  # set by `manage.py runtime` (or a test) before messages arrive
     streams: dict[str, asyncio.Task] = {}
+    restarts: set[asyncio.Task] = set()
 
     async def runner_list(self, message):
         try:
@@ -49,7 +50,9 @@ class RuntimeWorkerConsumer(AsyncConsumer):
                                       {"type": "runtime.reply", "status": await self.gateway.status()})
 
     async def plugin_restart(self, message):
-        asyncio.ensure_future(self.gateway.restart_plugin(message["author"], message["name"]))
+        task = asyncio.ensure_future(self.gateway.restart_plugin(message["author"], message["name"]))
+        self.restarts.add(task)  # keep a reference until it is done
+        task.add_done_callback(self.restarts.discard)
 
     async def run_start(self, message):
         task = asyncio.ensure_future(self._stream(message))

@@ -42,6 +42,8 @@ runtime_logger = logging.getLogger("langbot.runtime")
 
 RUNTIME_LOG_LINES = 500
 _PLUGIN_IN_LOG = re.compile(r"[Pp]lugin ([\w.-]+/[\w.-]+)|data/plugins/([\w.-]+__[\w.-]+)")
+# "Plugin process exited unexpectedly; restarting data/plugins/<author>__<name> in 1.0s"
+_PLUGIN_EXIT_IN_LOG = re.compile(r"exited unexpectedly; restarting data/plugins/([\w.-]+__[\w.-]+)")
 _ERROR_IN_LOG = re.compile(r"^(?:[\w.]*Error: )*(\w*(?:Error|Exception): .+)$")
 
 
@@ -134,6 +136,8 @@ class RuntimeLink:
         self.last_error: str | None = None
         self.pid: int | None = None
         self.log_tail: collections.deque[str] = collections.deque(maxlen=RUNTIME_LOG_LINES)
+        # "author/name" of plugins whose process the current runtime reported dead (stdio only).
+        self.exited_plugins: set[str] = set()
         self.sessions = 0
 
         self._binding = parse_action_envelope_context(self.identity.binding())
@@ -164,8 +168,14 @@ class RuntimeLink:
         self._set_state("down", "stopped")
 
     async def wait_ready(self, timeout: float) -> None:
+        if self._ready.is_set():
+            return
+        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+        # arrives as the event is set, and the caller (e.g. a discovery being stopped)
+        # then runs on as if never cancelled.
         try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
         except TimeoutError:
             raise LinkNotReady(
                 f"runtime link not ready after {timeout}s: {self.state} ({self.state_reason}); "
@@ -229,6 +239,7 @@ class RuntimeLink:
             delay = min(delay * 2, self.backoff_max)
 
     async def _stdio_session(self) -> None:
+        self.exited_plugins = set()
         process = await spawn_runtime(self.runtime_dir, free_port())
         self.pid = process.pid
         reading_log = asyncio.create_task(self._read_log(process.stderr))
@@ -244,34 +255,51 @@ class RuntimeLink:
             await self._serve(connection)
             # The closed pipe can be seen a moment before the exit status.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await process.wait()
             if process.returncode is not None:
                 raise RuntimeLinkError(f"runtime exited with code {process.returncode}")
         finally:
             await stop_runtime(process)
             self.pid = None
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(reading_log, 1.0)
+                async with asyncio.timeout(1.0):
+                    await reading_log
 
     async def _read_log(self, stream: asyncio.StreamReader) -> None:
         """Keep the runtime's recent log lines (see `plugin_failures`) and pass them on."""
         while line := await stream.readline():
             text = line.decode(errors="replace").rstrip()
             self.log_tail.append(text)
+            if exited := _PLUGIN_EXIT_IN_LOG.search(text):
+                self.exited_plugins.add(exited.group(1).replace("__", "/", 1))
             runtime_logger.info("%s", text)
 
     def plugin_failures(self) -> dict[str, str]:
-        """`{"author/name": last error}` from the runtime's recent log, attributing each error
-        line to the plugin the log last mentioned. Only meaningful for plugins that are not
-        running: a running plugin may have failed before and recovered."""
-        failures: dict[str, str] = {}
-        current = None
+        """`{"author/name": last error}` from the runtime's recent log. Only meaningful for
+        plugins that are not running: a running plugin may have failed before and recovered.
+
+        An error line belongs to the plugin whose process exit the runtime logs next
+        ("exited unexpectedly; restarting data/plugins/<author>__<name>"); failing that, to
+        the plugin the log last mentioned. Plugins start concurrently and their log lines
+        interleave, so the last mention alone can name the wrong one.
+        """
+        confirmed: dict[str, str] = {}
+        guessed: dict[str, str] = {}
+        current = pending = None
         for line in self.log_tail:
-            if match := _PLUGIN_IN_LOG.search(line):
+            if exited := _PLUGIN_EXIT_IN_LOG.search(line):
+                plugin = exited.group(1).replace("__", "/", 1)
+                if pending:
+                    confirmed[plugin] = pending
+                current, pending = plugin, None
+            elif match := _PLUGIN_IN_LOG.search(line):
                 current = (match.group(1) or match.group(2).replace("__", "/", 1)).rstrip(".")
-            elif current and (reason := _error_text(line)):
-                failures[current] = reason
-        return failures
+            elif reason := _error_text(line):
+                pending = reason
+                if current:
+                    guessed[current] = reason
+        return {**guessed, **confirmed}
 
     async def _ws_session(self) -> None:
         failure: list[BaseException | None] = []

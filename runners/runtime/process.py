@@ -92,7 +92,8 @@ async def stop_runtime(process: asyncio.subprocess.Process) -> None:
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), TERMINATE_GRACE_SECONDS)
+                async with asyncio.timeout(TERMINATE_GRACE_SECONDS):
+                    await process.wait()
     finally:
         # Also when cancelled during the grace period: nothing of the group survives.
         kill_group(process.pid)

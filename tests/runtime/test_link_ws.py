@@ -2,64 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import pytest_asyncio
-from runtime_helpers import collect, make_runtime_dir, run_context, wait_for_runner, wait_until
+from runtime_helpers import (
+    TOKEN,
+    ExternalRuntime,
+    collect,
+    make_runtime_dir,
+    run_context,
+    wait_for_runner,
+    wait_until,
+)
 
 from runners.runtime import MemoryHost, RuntimeLink
-from runners.runtime.process import DEAD_PYPI_INDEX, free_port
-
-TOKEN = "e2e-control-token-0123456789abcdef-xyz"
-
-
-class ExternalRuntime:
-    """``rt`` in ws mode, as an operator would run it, in its own process group."""
-
-    def __init__(self, runtime_dir: Path):
-        self.runtime_dir = runtime_dir
-        self.control_port = free_port()
-        self.debug_port = free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.control_port}/control/ws"
-
-    def start(self) -> None:
-        env = {
-            **os.environ,
-            "LANGBOT_PLUGIN_RUNTIME_CONTROL_TOKEN": TOKEN,
-            "LANGBOT_PLUGIN_PYPI_INDEX_URL": DEAD_PYPI_INDEX,
-        }
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "langbot_plugin.cli.__main__",
-                "rt",
-                "--ws-control-port",
-                str(self.control_port),
-                "--ws-debug-port",
-                str(self.debug_port),
-                "--skip-deps-check",
-            ],
-            cwd=self.runtime_dir,
-            env=env,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
 
 @pytest.fixture

@@ -2,11 +2,14 @@ import asyncio
 import itertools
 import sys
 
-from django.core.management.base import BaseCommand
+from asgiref.sync import sync_to_async
+from django.core.management.base import BaseCommand, CommandError
 
 from runners.gateway import get_gateway
 from runners.models import RunnerDescriptor
 from runners.registry import ensure_builtins_sync
+from runners.runtime import RuntimeLinkError
+from runners.runtime_worker import RuntimeUnavailable
 
 SPINNER = "|/-\\"
 
@@ -22,6 +25,10 @@ class Command(BaseCommand):
     def handle(self, *args, refresh, timeout, **options):
         if refresh:
             asyncio.run(self._refresh(timeout))
+        else:
+            self._list()
+
+    def _list(self) -> None:
         ensure_builtins_sync()
         rows = RunnerDescriptor.objects.order_by("source", "id")
         width = max([len(row.id) for row in rows] + [2])
@@ -29,6 +36,7 @@ class Command(BaseCommand):
         for row in rows:
             self.stdout.write(f"{row.id:<{width}}  {'yes' if row.available else 'no':<9}  "
                               f"{row.source:<7}  {row.plugin_version or '-':<7}  {row.display_label}")
+        self.stdout.flush()
 
     async def _refresh(self, timeout: float) -> None:
         gateway = get_gateway()
@@ -43,7 +51,12 @@ class Command(BaseCommand):
                 await asyncio.wait({discovery}, timeout=0.1)
             if interactive:
                 sys.stderr.write("\r" + " " * 40 + "\r")
-            discovery.result()
+            try:
+                discovery.result()
+            except (RuntimeLinkError, RuntimeUnavailable) as exc:
+                raise CommandError(f"no answer from the runtime: {exc}") from exc
+            # List before stopping the runtime: a stdio runtime takes a moment to shut down.
+            await sync_to_async(self._list)()
         finally:
             stop = getattr(gateway, "stop", None)
             if stop is not None:

@@ -6,7 +6,10 @@ from channels.worker import Worker
 from django.core.management.base import BaseCommand
 
 from runners.gateway import LocalGateway
+from runners.runtime import RuntimeLinkError
 from runners.runtime_worker import RUNTIME_CHANNEL, RuntimeWorkerConsumer
+
+logger = logging.getLogger("runners.runtime_command")
 
 
 class Command(BaseCommand):
@@ -28,11 +31,17 @@ class Command(BaseCommand):
         worker = Worker(application=RuntimeWorkerConsumer.as_asgi(), channels=[RUNTIME_CHANNEL],
                         channel_layer=get_channel_layer())
         try:
-            stored = await gateway.discover()
+            try:
+                stored = await gateway.discover()
+            except RuntimeLinkError as exc:
+                # Keep serving: the link keeps reconnecting and discovers once it is ready.
+                logger.warning("no runtime yet, still trying: %s", exc)
+                stored = []
             status = await gateway.status()
             self.stdout.write(f"runtime {status['mode']} {status['state']}; "
                               f"{len(stored)} plugin runner(s): "
                               + ", ".join(d.pk for d in stored))
+            self.stdout.flush()  # a pipe (service manager, test) sees the line now
             await worker.arun()
         finally:
             await gateway.stop()
