@@ -76,28 +76,42 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
     return _state_snapshot(scope_keys)
 
 
-@sync_to_async
-def record_result(run_id: str, sequence: int, type_: str, data: dict, usage: dict | None,
-                  *, source: str = EventSource.RUNNER, metadata: dict | None = None,
-                  state: StateWrite | None = None, transcript: dict | None = None,
-                  finish: tuple[str, str, dict | None] | None = None) -> tuple[str, str] | None:
-    """Append one result; apply its state write and assistant transcript entry with it.
+@dataclass
+class ResultWrite:
+    """One result to append, with what it changes besides the event row."""
 
-    A terminal result finishes the run in the same transaction (`finish` = status, reason,
-    usage), saving the run loop a round trip; then the run's (status, reason) is returned.
-    """
+    sequence: int
+    type: str
+    data: dict
+    usage: dict | None = None
+    source: str = EventSource.RUNNER
+    metadata: dict | None = None
+    state: StateWrite | None = None
+    transcript: dict | None = None
+    # (status, reason, usage): this result ends the run, in the same transaction.
+    finish: tuple[str, str, dict | None] | None = None
+
+
+@sync_to_async
+def record_results(run_id: str, writes: list[ResultWrite]) -> tuple[str, str] | None:
+    """Append results in order with their state writes and transcript entries, in one
+    transaction (one insert per result). When one of them ends the run, the run's final
+    (status, reason) is returned."""
+    ended = None
     with transaction.atomic():
-        AgentRunEvent.objects.create(
-            run_id=run_id, sequence=sequence, type=type_, data_json=data, usage_json=usage,
-            source=source, metadata_json=metadata or {},
-        )
-        if state is not None:
-            _upsert_state(state)
-        if transcript is not None:
-            Transcript.objects.create(**transcript)
-        if finish is not None:
-            return _finish_sync(run_id, *finish)
-    return None
+        AgentRunEvent.objects.bulk_create([
+            AgentRunEvent(run_id=run_id, sequence=w.sequence, type=w.type, data_json=w.data,
+                          usage_json=w.usage, source=w.source, metadata_json=w.metadata or {})
+            for w in writes
+        ])
+        for write in writes:
+            if write.state is not None:
+                _upsert_state(write.state)
+            if write.transcript is not None:
+                Transcript.objects.create(**write.transcript)
+            if write.finish is not None:
+                ended = _finish_sync(run_id, *write.finish)
+    return ended
 
 
 def _upsert_state(write: StateWrite) -> None:

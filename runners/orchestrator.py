@@ -73,6 +73,49 @@ class RunMessage:
                 "data": self.data, "usage": self.usage}
 
 
+class _Journal:
+    """Writes one run's results to the ledger, in order, off the run loop's critical path.
+
+    Results that arrive while a write is under way go out together in the next one: a burst
+    costs one round trip, and the loop reads the next result while the database works. Each
+    event is published to live viewers once it is persisted; `drain()` waits for all of it.
+    """
+
+    def __init__(self, run_id: str, publish):
+        self.run_id = run_id
+        self.publish = publish
+        self.pending: list[tuple[ledger.ResultWrite, dict]] = []
+        self.writer: asyncio.Task | None = None
+        self.error: Exception | None = None
+        self.ended: tuple[str, str] | None = None
+
+    def add(self, write: ledger.ResultWrite, frame: dict) -> None:
+        if self.error is not None:
+            raise self.error
+        self.pending.append((write, frame))
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.ensure_future(self._write())
+
+    async def _write(self) -> None:
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                ended = await ledger.record_results(self.run_id, [write for write, _ in batch])
+                for _, frame in batch:
+                    await self.publish(frame)
+                self.ended = ended or self.ended
+        except Exception as exc:  # surfaced by the next add() or by drain()
+            self.error = exc
+
+    async def drain(self) -> tuple[str, str] | None:
+        """Wait until everything is written; the run's (status, reason) if a result ended it."""
+        if self.writer is not None:
+            await asyncio.shield(self.writer)
+        if self.error is not None:
+            raise self.error
+        return self.ended
+
+
 @dataclass
 class _RunState:
     """What the loop tracks for one run while it streams."""
@@ -90,9 +133,11 @@ class _RunState:
     status: str | None = None
     reason: str = ""
     usage: dict | None = None
+    terminal_written: bool = False
     finished: bool = False
     transcript_written: bool = False
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    journal: _Journal | None = None
 
 
 _active_runs: dict[str, _RunState] = {}
@@ -133,7 +178,8 @@ class Orchestrator:
                 yield message
             return
         state = _RunState(run_id=run_id, event=event, binding=binding, descriptor=descriptor,
-                          scopes=scopes, deadline=deadline, agent_name=agent_name)
+                          scopes=scopes, deadline=deadline, agent_name=agent_name,
+                          journal=_Journal(run_id, lambda frame: self._publish(run_id, frame)))
         _active_runs[run_id] = state
         try:
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
@@ -333,7 +379,7 @@ class Orchestrator:
 
     async def _handle(self, state: _RunState, raw) -> RunMessage | None:
         if not isinstance(raw, dict):
-            await self._host_event(state, "result.dropped", {"reason": "result is not an object"})
+            self._host_event(state, "result.dropped", {"reason": "result is not an object"})
             return None
         sequence = self._runner_sequence(state, raw.get("sequence"))
         if sequence is None:
@@ -342,17 +388,17 @@ class Orchestrator:
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else None
         if not isinstance(type_, str) or not type_:
-            await self._append(state, "unknown", data, usage, sequence)
+            self._append(state, "unknown", data, usage, sequence)
             raise ProtocolError("runner.protocol: a result arrived without a type")
         model = PAYLOAD_MODELS.get(type_)
         if model is None:
             logger.warning("run %s: unknown result type %r stored and ignored", state.run_id, type_)
-            await self._append(state, type_, data, usage, sequence)
+            self._append(state, type_, data, usage, sequence)
             return None
         try:
             data = model.model_validate(data).model_dump(mode="json", exclude_none=type_ == "run.completed")
         except pydantic.ValidationError as exc:
-            await self._host_event(state, "result.dropped", {
+            self._host_event(state, "result.dropped", {
                 "reason": f"invalid {type_} payload", "runner_sequence": sequence,
                 "errors": json.loads(exc.json(include_url=False, include_input=False)),
             })
@@ -372,10 +418,10 @@ class Orchestrator:
             code = data.get("code") or "runner.error"
             state.status = RunStatus.TIMEOUT if code == "runner.timeout" else RunStatus.FAILED
             state.reason = f"{code}: {data.get('error')}"
-        terminal = type_ in ("run.completed", "run.failed") and not state.finished
-        message = await self._append(state, type_, data, usage, sequence,
-                                     state_write=state_write, transcript=transcript,
-                                     finish=terminal)
+        terminal = type_ in ("run.completed", "run.failed") and not state.terminal_written
+        state.terminal_written = state.terminal_written or terminal
+        message = self._append(state, type_, data, usage, sequence, state_write=state_write,
+                               transcript=transcript, finish=terminal)
         if type_ == "run.completed" and data.get("message"):
             return RunMessage(state.run_id, message.sequence, "message.completed",
                               {"message": data["message"], "file_ids": []}, usage)
@@ -412,7 +458,7 @@ class Orchestrator:
             if size > ledger.STATE_VALUE_MAX_BYTES:
                 problem = f"state value is {size} bytes, over the 256 KiB limit"
         if problem:
-            await self._host_event(state, "state.rejected", {"scope": scope, "key": key,
+            self._host_event(state, "state.rejected", {"scope": scope, "key": key,
                                                              "reason": problem})
             return None
         info = state.scopes[scope]
@@ -432,34 +478,41 @@ class Orchestrator:
             "content": ledger.transcript_text(message.get("content")), "content_json": message,
         }
 
-    async def _append(self, state: _RunState, type_: str, data: dict, usage, runner_sequence,
-                      *, source=EventSource.RUNNER, state_write=None, transcript=None,
-                      finish: bool = False) -> RunMessage:
-        """Record one event (and, for a terminal result, the run's end) and publish it."""
+    def _append(self, state: _RunState, type_: str, data: dict, usage, runner_sequence,
+                *, source=EventSource.RUNNER, state_write=None, transcript=None,
+                finish: bool = False) -> RunMessage:
+        """Queue one event (and, for a terminal result, the run's end) for the journal."""
         state.ledger_sequence += 1
         metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
-        ended = await ledger.record_result(
-            state.run_id, state.ledger_sequence, type_, data, usage, source=source,
-            metadata=metadata, state=state_write, transcript=transcript,
-            finish=(state.status, state.reason, state.usage) if finish else None,
-        )
         message = RunMessage(state.run_id, state.ledger_sequence, type_, data, usage)
-        await self._publish(state.run_id, {**message.as_dict(), "source": source})
-        if ended is not None:
-            await self._published_end(state, *ended)
+        state.journal.add(
+            ledger.ResultWrite(
+                sequence=state.ledger_sequence, type=type_, data=data, usage=usage,
+                source=source, metadata=metadata, state=state_write, transcript=transcript,
+                finish=(state.status, state.reason, state.usage) if finish else None),
+            {**message.as_dict(), "source": source},
+        )
         return message
 
-    async def _host_event(self, state: _RunState, type_: str, data: dict) -> None:
+    def _host_event(self, state: _RunState, type_: str, data: dict) -> None:
         logger.warning("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
-        await self._append(state, type_, data, None, None, source=EventSource.HOST)
+        self._append(state, type_, data, None, None, source=EventSource.HOST)
 
     async def _publish(self, run_id: str, event: dict) -> None:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})
 
     async def _finish(self, state: _RunState, status: str, reason: str) -> None:
-        if not state.finished:
-            await self._published_end(
-                state, *await ledger.finish_run(state.run_id, status, reason, state.usage))
+        """Wait for the journal, then end the run (unless its terminal result already did)."""
+        if state.finished:
+            return
+        try:
+            ended = await state.journal.drain()
+        except Exception as exc:
+            logger.exception("run %s: writing its results failed", state.run_id)
+            ended, status, reason = None, RunStatus.FAILED, f"ledger write failed: {exc}"
+        if ended is None:
+            ended = await ledger.finish_run(state.run_id, status, reason, state.usage)
+        await self._published_end(state, *ended)
 
     async def _published_end(self, state: _RunState, status: str, reason: str) -> None:
         state.finished = True
