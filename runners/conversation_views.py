@@ -22,7 +22,6 @@ import re
 import uuid
 from urllib.parse import quote
 
-from asgiref.sync import async_to_sync
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.dateparse import parse_datetime
 from django.utils.http import content_disposition_header
@@ -58,7 +57,7 @@ from .conversations import (
     route,
     state_identity,
 )
-from .gateway import get_gateway
+from .gateway import require_runner_sync
 from .models import AgentInstance
 from .orchestrator import new_run_id
 from .routing import TreeError
@@ -181,11 +180,8 @@ def _version_param(request) -> int | None:
 
 
 def _require_runner(runner_id: str) -> None:
-    async def lookup():
-        return await registry.get_descriptor(runner_id, get_gateway().discover)
-
     try:
-        async_to_sync(lookup)()
+        require_runner_sync(runner_id)
     except registry.RunnerNotFound as exc:
         raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
 

@@ -266,6 +266,18 @@ class LocalGateway:
                 "pid_self": os.getpid()}
 
 
+def require_runner_sync(runner_id: str) -> RunnerDescriptor:
+    """From sync code (a view): the available descriptor, asking the runtime once on a miss.
+
+    Raises `registry.RunnerNotFound`.
+    """
+
+    async def lookup():
+        return await registry.get_descriptor(runner_id, get_gateway().discover)
+
+    return async_to_sync(lookup)()
+
+
 def apply_plugin_settings(author: str, name: str) -> None:
     """From sync code (admin): have this process's runtime restart a plugin with its settings.
 

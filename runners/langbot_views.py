@@ -34,6 +34,14 @@ class Credentials(serializers.Serializer):
     password = serializers.CharField(max_length=128)
 
 
+def read_credentials(request) -> tuple[dict | None, Response | None]:
+    """`({user, password}, None)`, or `(None, failure)` naming the fields at fault."""
+    credentials = Credentials(data=request.data)
+    if not credentials.is_valid():
+        return None, failure(f"Invalid input: {', '.join(credentials.errors)}")
+    return credentials.validated_data, None
+
+
 class UserInitView(APIView):
     """Create the first superuser; once any user exists, change nothing."""
 
@@ -41,14 +49,14 @@ class UserInitView(APIView):
     authentication_classes = []
 
     def post(self, request):
-        credentials = Credentials(data=request.data)
-        if not credentials.is_valid():
-            return failure(f"Invalid input: {', '.join(credentials.errors)}")
+        credentials, refused = read_credentials(request)
+        if refused:
+            return refused
         with transaction.atomic():
             if User.objects.exists():
                 return Response({"code": 1, "msg": "LangHost is already initialized."})
-            User.objects.create_superuser(email=credentials.validated_data["user"],
-                                          password=credentials.validated_data["password"])
+            User.objects.create_superuser(email=credentials["user"],
+                                          password=credentials["password"])
         return Response({"code": 0, "msg": "ok"})
 
 
@@ -57,11 +65,11 @@ class UserAuthView(APIView):
     authentication_classes = []
 
     def post(self, request):
-        credentials = Credentials(data=request.data)
-        if not credentials.is_valid():
-            return failure(f"Invalid input: {', '.join(credentials.errors)}")
-        user = authenticate(request, email=credentials.validated_data["user"].lower(),
-                            password=credentials.validated_data["password"])
+        credentials, refused = read_credentials(request)
+        if refused:
+            return refused
+        user = authenticate(request, email=credentials["user"].lower(),
+                            password=credentials["password"])
         if user is None:
             return failure("Incorrect user or password.", status=401)
         return Response({"code": 0, "msg": "ok", "data": {"token": token_pair(user)["access_token"]}})

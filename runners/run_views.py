@@ -24,7 +24,7 @@ from ledger.models import AgentRun, AgentRunEvent
 from . import registry
 from .agents import agent_binding_sync, user_event
 from .bindings import to_protocol
-from .gateway import get_gateway
+from .gateway import get_gateway, require_runner_sync
 from .models import AgentInstance, Binding, RunnerDescriptor
 from .orchestrator import Orchestrator, RunRefused, new_run_id
 from .protocol import AgentBinding
@@ -190,11 +190,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @staticmethod
     def _require_runner(runner_id: str) -> None:
-        async def lookup():
-            return await registry.get_descriptor(runner_id, get_gateway().discover)
-
         try:
-            async_to_sync(lookup)()
+            require_runner_sync(runner_id)
         except registry.RunnerNotFound as exc:
             raise Unprocessable(str(exc), field="runner_id") from exc
 
