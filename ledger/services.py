@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -50,6 +50,35 @@ class StateWrite:
     identity: dict
 
 
+def insert_rows(model, rows: list[dict]) -> None:
+    """INSERT `rows` (field name → value; other fields take their defaults) in one statement.
+
+    The run loop writes a row per result, and building model instances (`create`,
+    `bulk_create`) costs more than the write itself (bench/run_overhead.py). The values still
+    go through each field's own preparation, so JSON, datetimes and foreign keys are stored
+    exactly as the ORM stores them, on SQLite and PostgreSQL alike.
+    """
+    now = timezone.now()
+    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+
+    def value(field, row):
+        for key in (field.name, field.attname):
+            if key in row:
+                return row[key]
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            return now
+        return field.get_default()
+
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [field.get_db_prep_save(value(field, row), connection)
+              for row in rows for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES "
+                       + ", ".join([row_sql] * len(rows)), params)
+
+
 @sync_to_async
 def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
               scope_keys: dict[str, str]) -> dict[str, dict]:
@@ -61,13 +90,13 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
     now = timezone.now()
     try:
         with transaction.atomic():
-            EventLog.objects.create(run_id=run["run_id"], **event_log)
-            AgentRun.objects.create(
-                status=RunStatus.RUNNING, started_at=now, execution_owner_id=owner_id,
-                lease_expires_at=now + timedelta(seconds=LEASE_SECONDS), **run,
-            )
+            insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
+            insert_rows(AgentRun, [{
+                "status": RunStatus.RUNNING, "started_at": now, "execution_owner_id": owner_id,
+                "lease_expires_at": now + timedelta(seconds=LEASE_SECONDS), **run,
+            }])
             if user_transcript:
-                Transcript.objects.create(**user_transcript)
+                insert_rows(Transcript, [user_transcript])
     except IntegrityError:
         existing = EventLog.objects.filter(event_id=event_log["event_id"]).first()
         if existing is None:
@@ -88,8 +117,9 @@ class ResultWrite:
     metadata: dict | None = None
     state: StateWrite | None = None
     transcript: dict | None = None
-    # (status, reason, usage): this result ends the run, in the same transaction.
-    finish: tuple[str, str, dict | None] | None = None
+    # (status, reason, usage, may_have_steering): this result ends the run, in the same
+    # transaction.
+    finish: tuple[str, str, dict | None, bool] | None = None
 
 
 @sync_to_async
@@ -99,16 +129,16 @@ def record_results(run_id: str, writes: list[ResultWrite]) -> tuple[str, str] | 
     (status, reason) is returned."""
     ended = None
     with transaction.atomic():
-        AgentRunEvent.objects.bulk_create([
-            AgentRunEvent(run_id=run_id, sequence=w.sequence, type=w.type, data_json=w.data,
-                          usage_json=w.usage, source=w.source, metadata_json=w.metadata or {})
+        insert_rows(AgentRunEvent, [
+            {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
+             "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {}}
             for w in writes
         ])
         for write in writes:
             if write.state is not None:
                 _upsert_state(write.state)
             if write.transcript is not None:
-                Transcript.objects.create(**write.transcript)
+                insert_rows(Transcript, [write.transcript])
             if write.finish is not None:
                 ended = _finish_sync(run_id, *write.finish)
     return ended
@@ -131,7 +161,8 @@ def _upsert_state(write: StateWrite) -> None:
             ).update(value_json=write.value, updated_at=timezone.now())
 
 
-def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None) -> tuple[str, str]:
+def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
+                 may_have_steering: bool = True) -> tuple[str, str]:
     if status not in TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
     now = timezone.now()
@@ -141,22 +172,24 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None) -> t
         fields["usage_json"] = usage
     updated = AgentRun.objects.filter(run_id=run_id).exclude(
         status__in=TERMINAL_STATUSES).update(**fields)
-    SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
-        status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
-    )
+    if may_have_steering:  # items are only queued for runners that declare steering
+        SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
+            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
+        )
     if updated:
         return status, fields["status_reason"]
     return tuple(AgentRun.objects.filter(run_id=run_id).values_list("status", "status_reason").get())
 
 
 @sync_to_async
-def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None) -> tuple[str, str]:
+def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None,
+               may_have_steering: bool = True) -> tuple[str, str]:
     """Move a run to a terminal status once; leftover steering items are marked dropped.
 
     Returns the run's (status, status_reason): a run that had already ended keeps its own.
     """
     with transaction.atomic():
-        return _finish_sync(run_id, status, reason, usage)
+        return _finish_sync(run_id, status, reason, usage, may_have_steering)
 
 
 def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:

@@ -139,6 +139,10 @@ class _RunState:
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     journal: _Journal | None = None
 
+    @property
+    def steers(self) -> bool:
+        return bool((self.descriptor.capabilities or {}).get("steering"))
+
 
 _active_runs: dict[str, _RunState] = {}
 
@@ -489,7 +493,7 @@ class Orchestrator:
             ledger.ResultWrite(
                 sequence=state.ledger_sequence, type=type_, data=data, usage=usage,
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
-                finish=(state.status, state.reason, state.usage) if finish else None),
+                finish=(state.status, state.reason, state.usage, state.steers) if finish else None),
             {**message.as_dict(), "source": source},
         )
         return message
@@ -511,7 +515,7 @@ class Orchestrator:
             logger.exception("run %s: writing its results failed", state.run_id)
             ended, status, reason = None, RunStatus.FAILED, f"ledger write failed: {exc}"
         if ended is None:
-            ended = await ledger.finish_run(state.run_id, status, reason, state.usage)
+            ended = await ledger.finish_run(state.run_id, status, reason, state.usage, state.steers)
         await self._published_end(state, *ended)
 
     async def _published_end(self, state: _RunState, status: str, reason: str) -> None:
