@@ -146,6 +146,10 @@ class BindingAdmin(admin.ModelAdmin):
     form = BindingForm
 
 
+PERMISSION_AREAS = ("models", "tools", "knowledge_bases", "history", "events", "storage",
+                    "interactions")
+
+
 @admin.register(RunnerDescriptor)
 class RunnerDescriptorAdmin(admin.ModelAdmin):
     """What the runtime (or LangHost itself) can run. Discovery writes these; nobody edits them."""
@@ -183,12 +187,16 @@ class RunnerDescriptorAdmin(admin.ModelAdmin):
 
     @admin.display(description="capabilities")
     def capability_list(self, obj):
-        enabled = [name for name, on in (obj.capabilities or {}).items() if on]
+        enabled = sorted(name for name, on in (obj.capabilities or {}).items() if on)
         return ", ".join(enabled) or "none"
 
     @admin.display(description="permissions")
     def permission_list(self, obj):
-        granted = [f"{area}: {', '.join(ops)}" for area, ops in (obj.permissions or {}).items() if ops]
+        permissions = obj.permissions or {}
+        # In the manifest's order: JSON columns (PostgreSQL's jsonb) do not keep key order.
+        areas = [area for area in PERMISSION_AREAS if area in permissions]
+        areas += sorted(set(permissions) - set(PERMISSION_AREAS))
+        granted = [f"{area}: {', '.join(permissions[area])}" for area in areas if permissions[area]]
         return "; ".join(granted) or "none"
 
     @admin.display(description="config form")
