@@ -1,12 +1,3 @@
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def artifact_storage(settings, tmp_path):
-    """Artifacts of a test go to its own temp dir, never the real data dir."""
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "artifacts": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "artifacts")}},
-    }
-    return tmp_path / "artifacts"
+# The shared fixtures live in tests/conftest.py (pytest only loads a conftest for the
+# tests below it, so this package imports them explicitly).
+from tests.conftest import *  # noqa: F403

@@ -3,23 +3,6 @@
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Users are created per test; the production hasher would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
-def artifact_storage(settings, tmp_path):
-    """Artifacts of a test go to its own temp dir, never the real data dir."""
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "artifacts": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "artifacts")}},
-    }
-    return tmp_path / "artifacts"
-
-
 @pytest.fixture(name="builtin")
 def register_builtin(monkeypatch):
     """`builtin(runner_id, run)` registers an in-process runner for one test.

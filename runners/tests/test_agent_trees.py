@@ -6,7 +6,6 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from runners.models import AgentType, SubAgent
-from runners.tests.conversation_fixtures import fast_passwords  # noqa: F401
 from runners.trees import build_tree
 
 URL = "/api/v1/agent-types"

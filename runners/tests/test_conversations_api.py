@@ -10,9 +10,7 @@ from ledger.models import AgentRunnerState, Conversation, Transcript
 from runners.context import state_context
 from runners.conversations import state_identity
 from runners.tests.conversation_fixtures import (  # noqa: F401
-    artifact_storage,
     conversations_url,
-    fast_passwords,
     read_body,
     register_builtin,
     reply_results,

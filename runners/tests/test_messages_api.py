@@ -12,9 +12,7 @@ from ledger.artifacts import artifacts
 from ledger.models import AgentRun, Artifact, EventLog, Transcript
 from runners.models import AgentInstance, SubAgent
 from runners.tests.conversation_fixtures import (  # noqa: F401
-    artifact_storage,
     conversations_url,
-    fast_passwords,
     read_body,
     register_builtin,
     reply_results,
