@@ -90,9 +90,6 @@ class Project(models.Model):
     def __str__(self):
         return self.name
 
-    def is_visible_to(self, user) -> bool:
-        return Project.objects.visible_to(user).filter(pk=self.pk).exists()
-
 
 class Membership(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE)

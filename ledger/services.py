@@ -10,7 +10,6 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from .models import (
@@ -237,16 +236,6 @@ def reap_stale_runs_sync(now=None) -> list[str]:
 
 
 reap_stale_runs = sync_to_async(reap_stale_runs_sync)
-
-
-@sync_to_async
-def append_host_event(run_id: str, type_: str, data: dict) -> AgentRunEvent:
-    """A host audit event after the runner's results (next free sequence)."""
-    with transaction.atomic():
-        last = AgentRunEvent.objects.filter(run_id=run_id).aggregate(m=Max("sequence"))["m"] or 0
-        return AgentRunEvent.objects.create(
-            run_id=run_id, sequence=last + 1, type=type_, data_json=data, source=EventSource.HOST
-        )
 
 
 # --- state ---------------------------------------------------------------------------------

@@ -90,7 +90,6 @@ class LocalGateway:
         self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
                                 on_state_change=self._on_state_change, **link_args)
         self.loop = None
-        self.discovered_at = None
         self.plugins: list[dict] = []
         self._tasks: set[asyncio.Task] = set()
         self._started = False
@@ -176,7 +175,6 @@ class LocalGateway:
             self.plugins = await self.link.list_plugins()
             stored = await registry.store_discovered(runners)
             await sync_to_async(self._record_plugin_status)(listed)
-            self.discovered_at = loop.time()
             self._settled.set()
             return stored
 
