@@ -139,17 +139,25 @@ def _int_cursor(cursor) -> int | None:
         return None
 
 
+def _cursor_window(rows, column: str, *, before_cursor, after_cursor, direction: str,
+                   limit: int):
+    """Rows strictly between the cursors on `column`, in `direction`, one more than `limit`
+    (so `_page` can tell whether there are more)."""
+    if (before := _int_cursor(before_cursor)) is not None:
+        rows = rows.filter(**{f"{column}__lt": before})
+    if (after := _int_cursor(after_cursor)) is not None:
+        rows = rows.filter(**{f"{column}__gt": after})
+    return rows.order_by(f"-{column}" if direction == "backward" else column)[: limit + 1]
+
+
 def history_page_sync(conversation_id: str, thread_id: str, *, before_cursor=None,
                       after_cursor=None, limit=50, direction="backward",
                       include_attachments=False) -> dict:
     limit = clamp_limit(limit)
     rows = Transcript.objects.filter(conversation_id=conversation_id, thread_id=thread_id)
     total = rows.count()
-    if (before := _int_cursor(before_cursor)) is not None:
-        rows = rows.filter(pk__lt=before)
-    if (after := _int_cursor(after_cursor)) is not None:
-        rows = rows.filter(pk__gt=after)
-    rows = rows.order_by("-pk" if direction == "backward" else "pk")[: limit + 1]
+    rows = _cursor_window(rows, "pk", before_cursor=before_cursor, after_cursor=after_cursor,
+                          direction=direction, limit=limit)
     items = [sdk_transcript(item, include_attachments) for item in rows]
     return {**_page(items, limit, lambda item: item["cursor"]), "total_count": total}
 
@@ -194,10 +202,7 @@ def run_events_page_sync(run_id: str, *, before_cursor=None, after_cursor=None, 
     limit = clamp_limit(limit)
     rows = AgentRunEvent.objects.filter(run_id=run_id)
     total = rows.count()
-    if (before := _int_cursor(before_cursor)) is not None:
-        rows = rows.filter(sequence__lt=before)
-    if (after := _int_cursor(after_cursor)) is not None:
-        rows = rows.filter(sequence__gt=after)
-    rows = rows.order_by("-sequence" if direction == "backward" else "sequence")[: limit + 1]
+    rows = _cursor_window(rows, "sequence", before_cursor=before_cursor,
+                          after_cursor=after_cursor, direction=direction, limit=limit)
     items = [sdk_run_event(event) for event in rows]
     return {**_page(items, limit, lambda item: str(item["sequence"])), "total_count": total}

@@ -1,7 +1,9 @@
 """The operator's admin pages in a real headless chromium against a real daphne and runtime."""
 
+import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -10,6 +12,29 @@ from selenium.webdriver.support.ui import Select
 from .conftest import ECHO, SLOW, wait_until
 
 pytestmark = pytest.mark.browser
+
+
+def start_streamed_run(server, text: str) -> tuple[dict, threading.Thread]:
+    """POST a run of the slow runner in a background thread, as a client would.
+
+    Returns a dict that gains `run_id` and `at` (monotonic time) once the run has started,
+    and the thread, which keeps reading the stream until the run ends.
+    """
+    started = {}
+
+    def stream():
+        with server.http.stream(
+                "POST", "/api/v1/runs", params={"stream": "1"},
+                headers={"Authorization": f"Bearer {server.admin_token}"},
+                json={"runner_id": SLOW, "input": {"text": text}}) as response:
+            for line in response.iter_lines():
+                if '"run.started"' in line:
+                    started["at"] = time.monotonic()
+                    started["run_id"] = json.loads(line)["run_id"]
+
+    reader = threading.Thread(target=stream, daemon=True)
+    reader.start()
+    return started, reader
 
 
 def timeline_types(browser, tbody_id: str) -> list[str]:
@@ -26,8 +51,7 @@ def test_chat_with_the_echo_agent_in_the_playground_then_open_the_run(
     Select(browser.find_element(By.ID, "playground-target")).select_by_value(
         f"agent:{browser_server.agent_id}")
     browser.find_element(By.ID, "playground-input").send_keys("hello from chromium")
-    browser.find_element(By.ID, "playground-file").send_keys(str(__import__("pathlib").Path(
-        __file__).parent / "conftest.py"))
+    browser.find_element(By.ID, "playground-file").send_keys(str(Path(__file__).parent / "conftest.py"))
     browser.find_element(By.ID, "playground-send").click()
 
     reply = wait_until(lambda: [el for el in browser.find_elements(
@@ -57,20 +81,7 @@ def test_chat_with_the_echo_agent_in_the_playground_then_open_the_run(
 
 
 def test_a_slow_runs_timeline_grows_live_on_the_run_detail_page(browser, browser_server):
-    started = {}
-
-    def start_slow_run():
-        with browser_server.http.stream(
-                "POST", "/api/v1/runs", params={"stream": "1"},
-                headers={"Authorization": f"Bearer {browser_server.admin_token}"},
-                json={"runner_id": SLOW, "input": {"text": "deltas:6:0.35"}}) as response:
-            for line in response.iter_lines():
-                if '"run.started"' in line:
-                    started["run_id"] = __import__("json").loads(line)["run_id"]
-                    started["at"] = time.monotonic()
-
-    runner = threading.Thread(target=start_slow_run, daemon=True)
-    runner.start()
+    started, runner = start_streamed_run(browser_server, "deltas:6:0.35")
     run_id = wait_until(lambda: started.get("run_id"), what="the slow run to start")
     browser.get(f"{browser_server.url}/admin/runs/{run_id}/")
 
@@ -99,19 +110,8 @@ def test_a_slow_runs_timeline_grows_live_on_the_run_detail_page(browser, browser
 
 
 def test_the_cancel_button_stops_an_active_run(browser, browser_server):
-    started = {}
-
-    def start_sleeping_run():  # the slow runner sends one delta, then sleeps for 30 s
-        with browser_server.http.stream(
-                "POST", "/api/v1/runs", params={"stream": "1"},
-                headers={"Authorization": f"Bearer {browser_server.admin_token}"},
-                json={"runner_id": SLOW, "input": {"text": "sleep"}}) as response:
-            for line in response.iter_lines():
-                if '"run.started"' in line:
-                    started["run_id"] = __import__("json").loads(line)["run_id"]
-
-    runner = threading.Thread(target=start_sleeping_run, daemon=True)
-    runner.start()
+    # The slow runner sends one delta, then sleeps for 30 s.
+    started, runner = start_streamed_run(browser_server, "sleep")
     run_id = wait_until(lambda: started.get("run_id"), what="the run to start")
     browser.get(f"{browser_server.url}/admin/runs/{run_id}/")
     wait_until(lambda: timeline_types(browser, "run-timeline-body") == ["message.delta"],
