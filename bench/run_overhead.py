@@ -2,7 +2,8 @@
 
 Self-contained: makes a temporary data dir (SQLite, WAL), copies the echo fixture plugin into
 it, spawns one runtime over stdio, and measures in the same run:
-  - bare:         `run_runner` over the runtime link, results read and dropped;
+  - bare:         `run_runner` over the runtime link with the context the orchestrator builds for
+                  the same event (so both sides send the same payload), results read and dropped;
   - orchestrator: the same runner through `Orchestrator.run` (journal, events, state, transcript).
 Sequential: median and p95 latency of one run. Concurrent: runs/s with 16 runs in flight.
 
@@ -28,6 +29,7 @@ ECHO_PLUGIN = ROOT / "tests" / "fixtures" / "plugins" / "e2e__agent-runner-qa"
 RUNNER = ("e2e", "agent-runner-qa", "default")
 CONCURRENCY = 16
 WARMUP = 20
+ROUNDS = 5
 
 
 def setup_django(data_dir: Path) -> None:
@@ -42,29 +44,19 @@ def setup_django(data_dir: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
-def bare_context(run_id: str) -> dict:
-    return {"run_id": run_id, "trigger": {"type": "message.received"},
-            "event": {"event_id": f"bare-{run_id}", "event_type": "message.received",
-                      "source": "api"},
-            "conversation": {"conversation_id": "bench"},
-            "input": {"text": "bench"}, "delivery": {"surface": "api"}, "resources": {},
-            "runtime": {}}
-
-
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def measure(one_run, runs: int, seconds: float) -> dict:
-    for _ in range(WARMUP):
-        await one_run()
-    latencies = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        await one_run()
-        latencies.append(time.perf_counter() - started)
+async def timed(one_run) -> float:
+    started = time.perf_counter()
+    await one_run()
+    return time.perf_counter() - started
 
+
+async def runs_per_second(one_run, seconds: float) -> tuple[int, float]:
+    """Runs completed with CONCURRENCY in flight for `seconds`, and the time they took."""
     done = 0
     stop_at = time.perf_counter() + seconds
 
@@ -76,12 +68,35 @@ async def measure(one_run, runs: int, seconds: float) -> dict:
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    elapsed = time.perf_counter() - started
-    return {"median": statistics.median(latencies), "p95": percentile(latencies, 0.95),
-            "throughput": done / elapsed}
+    return done, time.perf_counter() - started
+
+
+async def measure(sides: dict, runs: int, seconds: float) -> dict:
+    """Median, p95 and runs/s of each side.
+
+    The sides take turns (run for run, then in ROUNDS slices of the concurrent phase), so a
+    machine that speeds up or slows down during the benchmark weighs on both alike.
+    """
+    for one_run in sides.values():
+        for _ in range(WARMUP):
+            await one_run()
+    latencies = {name: [] for name in sides}
+    for _ in range(runs):
+        for name, one_run in sides.items():
+            latencies[name].append(await timed(one_run))
+    totals = {name: [0, 0.0] for name in sides}
+    for _ in range(ROUNDS):
+        for name, one_run in sides.items():
+            done, elapsed = await runs_per_second(one_run, seconds / ROUNDS)
+            totals[name][0] += done
+            totals[name][1] += elapsed
+    return {name: {"median": statistics.median(latencies[name]),
+                   "p95": percentile(latencies[name], 0.95),
+                   "throughput": totals[name][0] / totals[name][1]} for name in sides}
 
 
 async def main(runs: int, seconds: float, data_dir: Path) -> None:
+    from runners import context, registry
     from runners.gateway import LocalGateway
     from runners.orchestrator import Orchestrator
     from runners.protocol import AgentBinding, AgentEventEnvelope
@@ -97,21 +112,34 @@ async def main(runs: int, seconds: float, data_dir: Path) -> None:
         binding = AgentBinding(binding_id="bench", runner_id="plugin:e2e/agent-runner-qa/default",
                                state_policy={"state_scopes": ["conversation"]})
 
+        def new_event():
+            return AgentEventEnvelope(conversation_id="bench", input={"text": "bench"})
+
+        descriptor = await registry.get_descriptor(binding.runner_id, gateway.discover)
+        event = new_event()
+        bare_payload = context.build_context(
+            run_id="", event=event, binding=binding, deadline_at=None,
+            apis=context.available_apis(event, binding, descriptor),
+            state={"conversation": {"e2e.echo_count": {"count": 1}}})
+
         async def bare_run():
-            async for _ in link.run_runner(*RUNNER, bare_context(str(uuid.uuid4())), 30.0):
+            run_id = str(uuid.uuid4())
+            payload = {**bare_payload, "run_id": run_id,
+                       "runtime": {**bare_payload["runtime"], "trace_id": run_id}}
+            async for _ in link.run_runner(*RUNNER, payload, 30.0):
                 pass
 
         async def orchestrated_run():
-            event = AgentEventEnvelope(conversation_id="bench", input={"text": "bench"})
-            async for _ in orchestrator.run(event, binding):
+            async for _ in orchestrator.run(new_event(), binding):
                 pass
 
-        bare = await measure(bare_run, runs, seconds)
-        orchestrated = await measure(orchestrated_run, runs, seconds)
+        results = await measure({"bare": bare_run, "orchestrator": orchestrated_run},
+                                runs, seconds)
     finally:
         await gateway.stop()
 
-    for name, result in (("bare", bare), ("orchestrator", orchestrated)):
+    bare, orchestrated = results["bare"], results["orchestrator"]
+    for name, result in results.items():
         print(f"{name:>12}: median {result['median'] * 1000:.2f} ms, "
               f"p95 {result['p95'] * 1000:.2f} ms, {CONCURRENCY}-way {result['throughput']:.1f} runs/s")
     latency_ratio = orchestrated["median"] / bare["median"]

@@ -75,9 +75,10 @@ class EventSource(models.TextChoices):
 
 
 class AgentRunEvent(models.Model):
+    # The unique (run, sequence) index serves lookups by run: no index of its own.
     run = models.ForeignKey(
         AgentRun, to_field="run_id", db_column="run_id", on_delete=models.CASCADE,
-        related_name="events",
+        related_name="events", db_index=False,
     )
     sequence = models.IntegerField()
     type = models.CharField(max_length=64)

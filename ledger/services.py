@@ -24,6 +24,7 @@ from .models import (
     SteeringStatus,
     Transcript,
 )
+from .rows import insert_rows, update_rows
 
 LEASE_SECONDS = 120
 TRANSCRIPT_MAX_CHARS = 4000
@@ -47,35 +48,6 @@ class StateWrite:
     state_key: str
     value: object
     identity: dict
-
-
-def insert_rows(model, rows: list[dict]) -> None:
-    """INSERT `rows` (field name → value; other fields take their defaults) in one statement.
-
-    The run loop writes a row per result, and building model instances (`create`,
-    `bulk_create`) costs more than the write itself (bench/run_overhead.py). The values still
-    go through each field's own preparation, so JSON, datetimes and foreign keys are stored
-    exactly as the ORM stores them, on SQLite and PostgreSQL alike.
-    """
-    now = timezone.now()
-    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-
-    def value(field, row):
-        for key in (field.name, field.attname):
-            if key in row:
-                return row[key]
-        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-            return now
-        return field.get_default()
-
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(field.column) for field in fields)
-    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [field.get_db_prep_save(value(field, row), connection)
-              for row in rows for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES "
-                       + ", ".join([row_sql] * len(rows)), params)
 
 
 @sync_to_async
@@ -144,20 +116,13 @@ def record_results(run_id: str, writes: list[ResultWrite]) -> tuple[str, str] | 
 
 
 def _upsert_state(write: StateWrite) -> None:
-    updated = AgentRunnerState.objects.filter(
-        scope_key=write.scope_key, state_key=write.state_key
-    ).update(value_json=write.value, updated_at=timezone.now())
-    if not updated:
-        try:
-            with transaction.atomic():
-                AgentRunnerState.objects.create(
-                    scope=write.scope, scope_key=write.scope_key, state_key=write.state_key,
-                    value_json=write.value, **write.identity,
-                )
-        except IntegrityError:  # a concurrent first write won: update it instead
-            AgentRunnerState.objects.filter(
-                scope_key=write.scope_key, state_key=write.state_key
-            ).update(value_json=write.value, updated_at=timezone.now())
+    insert_rows(AgentRunnerState, [{
+        "scope": write.scope, "scope_key": write.scope_key, "state_key": write.state_key,
+        "value_json": write.value, **write.identity,
+    }], update_conflicts=(("scope_key", "state_key"), ("value_json", "updated_at")))
+
+
+_TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))
 
 
 def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
@@ -169,8 +134,8 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
               "updated_at": now, "lease_expires_at": None}
     if usage is not None:
         fields["usage_json"] = usage
-    updated = AgentRun.objects.filter(run_id=run_id).exclude(
-        status__in=TERMINAL_STATUSES).update(**fields)
+    updated = update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
+                          [run_id, *TERMINAL_STATUSES])
     if may_have_steering:  # items are only queued for runners that declare steering
         SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
             status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
@@ -245,11 +210,14 @@ def _state_snapshot(scope_keys: dict[str, str]) -> dict[str, dict]:
     snapshot = {scope: {} for scope in ("conversation", "actor", "subject", "runner")}
     by_key = {key: scope for scope, key in scope_keys.items()}
     if by_key:
-        rows = AgentRunnerState.objects.filter(scope_key__in=list(by_key)).values_list(
-            "scope_key", "state_key", "value_json"
-        )
-        for key, state_key, value in rows:
-            snapshot[by_key[key]][state_key] = value
+        value_field = AgentRunnerState._meta.get_field("value_json")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT scope_key, state_key, value_json FROM agent_runner_state "
+                f"WHERE scope_key IN ({', '.join(['%s'] * len(by_key))})", list(by_key))
+            for key, state_key, value in cursor.fetchall():
+                snapshot[by_key[key]][state_key] = value_field.from_db_value(value, None,
+                                                                             connection)
     return snapshot
 
 

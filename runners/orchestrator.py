@@ -44,6 +44,9 @@ PAYLOAD_MODELS: dict[str, type[pydantic.BaseModel]] = {
 DELIVERED_TYPES = {"message.delta", "message.completed"}
 NO_DEADLINE_ITEM_TIMEOUT = 300.0
 CANCEL_POLL_SECONDS = 1.0
+# How long a result may wait to share its ledger write with the ones after it; a run's end
+# is written at once.
+JOURNAL_LINGER_SECONDS = 0.05
 STEERING_EVENT_TYPE = "message.received"
 
 # A process-wide owner id: the lease on every run this process executes carries it.
@@ -76,9 +79,11 @@ class RunMessage:
 class _Journal:
     """Writes one run's results to the ledger, in order, off the run loop's critical path.
 
-    Results that arrive while a write is under way go out together in the next one: a burst
-    costs one round trip, and the loop reads the next result while the database works. Each
-    event is published to live viewers once it is persisted; `drain()` waits for all of it.
+    Results go out in batches, one transaction each: a batch is written once its first result
+    has waited JOURNAL_LINGER_SECONDS, or at once when a result ends the run or the run drains.
+    A burst of results costs one round trip instead of one each, and the loop keeps reading
+    results while the database works. Each event is published to live viewers once it is
+    persisted; `drain()` waits for all of it.
     """
 
     def __init__(self, run_id: str, publish):
@@ -86,14 +91,44 @@ class _Journal:
         self.publish = publish
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
         self.writer: asyncio.Task | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.urgent = False
         self.error: Exception | None = None
         self.ended: tuple[str, str] | None = None
 
-    def add(self, write: ledger.ResultWrite, frame: dict) -> None:
+    def add(self, write: ledger.ResultWrite, frame: dict, *, now: bool = False) -> None:
         if self.error is not None:
             raise self.error
         self.pending.append((write, frame))
-        if self.writer is None or self.writer.done():
+        if now:
+            self.urgent = True
+            self._start()
+        elif not self._writing():
+            self._arm()
+
+    async def drain(self) -> tuple[str, str] | None:
+        """Wait until everything is written; the run's (status, reason) if a result ended it."""
+        self.urgent = True
+        self._start()
+        if self.writer is not None:
+            await asyncio.shield(self.writer)
+        if self.error is not None:
+            raise self.error
+        return self.ended
+
+    def _writing(self) -> bool:
+        return self.writer is not None and not self.writer.done()
+
+    def _arm(self) -> None:
+        if self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(JOURNAL_LINGER_SECONDS,
+                                                               self._start)
+
+    def _start(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.pending and self.error is None and not self._writing():
             self.writer = asyncio.ensure_future(self._write())
 
     async def _write(self) -> None:
@@ -104,16 +139,11 @@ class _Journal:
                 for _, frame in batch:
                     await self.publish(frame)
                 self.ended = ended or self.ended
+                if self.pending and not self.urgent:
+                    self._arm()  # what arrived meanwhile lingers like any new batch
+                    return
         except Exception as exc:  # surfaced by the next add() or by drain()
             self.error = exc
-
-    async def drain(self) -> tuple[str, str] | None:
-        """Wait until everything is written; the run's (status, reason) if a result ended it."""
-        if self.writer is not None:
-            await asyncio.shield(self.writer)
-        if self.error is not None:
-            raise self.error
-        return self.ended
 
 
 @dataclass
@@ -495,6 +525,7 @@ class Orchestrator:
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
                 finish=(state.status, state.reason, state.usage, state.steers) if finish else None),
             {**message.as_dict(), "source": source},
+            now=finish,
         )
         return message
 

@@ -65,6 +65,26 @@ async def test_cancel_stops_a_silent_runner_within_one_second(qa_gateway):
     assert (plugin_dir / f"cancelled-{run_id}").exists()
 
 
+async def test_results_are_journaled_while_the_run_is_still_running(qa_gateway):
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    stream = orchestrator.run(event(), binding("slow", sleep=30), run_id=run_id)
+    await anext(stream)  # the runner's one delta; then it sleeps
+    consume = asyncio.ensure_future(anext(stream, None))
+
+    types = []
+    for _ in range(20):
+        types = [e.type async for e in AgentRunEvent.objects.filter(run_id=run_id)]
+        if types:
+            break
+        await asyncio.sleep(0.05)
+    run = await AgentRun.objects.aget(run_id=run_id)
+    await orchestrator.cancel(run_id)
+    await consume
+
+    assert types == ["message.delta"]
+    assert run.status == "running"
+
+
 async def test_caller_going_away_cancels_the_run(qa_gateway):
     run_id = new_run_id()
     stream = Orchestrator(qa_gateway).run(event(), binding("slow", sleep=30), run_id=run_id)

@@ -1,0 +1,111 @@
+"""Lean SQL for the run loop's writes.
+
+The run loop writes a few rows per result. Building model instances and compiling querysets
+(`create`, `bulk_create`, `update`) costs more than the writes themselves
+(bench/run_overhead.py), so these helpers build each table's SQL once. Every value still goes
+through its field's own preparation, so JSON, datetimes and foreign keys are stored exactly
+as the ORM stores them, on SQLite and PostgreSQL alike.
+"""
+
+from dataclasses import dataclass
+
+from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.models.constants import OnConflict
+from django.utils import timezone
+
+# Defaults made by these factories are the same value every time: prepared once per table.
+_CONSTANT_FACTORIES = (dict, list)
+
+
+@dataclass
+class _Table:
+    name: str
+    fields: list
+    columns: str
+    stamped: frozenset  # fields set to "now" on every write (auto_now / auto_now_add)
+    prepared_defaults: dict  # field name → default already prepared for the database
+    text: frozenset  # fields whose preparation returns a str value unchanged
+
+
+_tables: dict[tuple, _Table] = {}
+
+
+def _table(model, connection) -> _Table:
+    key = (model, connection.vendor)
+    table = _tables.get(key)
+    if table is None:
+        quote = connection.ops.quote_name
+        fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+        stamped = frozenset(field.name for field in fields
+                            if getattr(field, "auto_now", False)
+                            or getattr(field, "auto_now_add", False))
+        prepared_defaults = {
+            field.name: field.get_db_prep_save(field.get_default(), connection)
+            for field in fields
+            if field.name not in stamped
+            and (not callable(field.default) or field.default in _CONSTANT_FACTORIES)
+        }
+        table = _tables[key] = _Table(
+            name=quote(model._meta.db_table), fields=fields,
+            columns=", ".join(quote(field.column) for field in fields),
+            stamped=stamped, prepared_defaults=prepared_defaults,
+            text=frozenset(field.name for field in fields
+                           if type(field) in (models.CharField, models.TextField)))
+    return table
+
+
+def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = None) -> None:
+    """INSERT `rows` (field name → value; other fields take their defaults) in one statement.
+
+    `update_conflicts=(unique_fields, update_fields)` turns a row that collides on
+    `unique_fields` into an update of `update_fields` (an upsert, as `bulk_create` does).
+    """
+    connection = connections[DEFAULT_DB_ALIAS]  # once: the module's proxy looks it up per use
+    table = _table(model, connection)
+    now = None
+    params = []
+    for row in rows:
+        for field in table.fields:
+            if field.name in row:
+                value = row[field.name]
+            elif field.attname in row:
+                value = row[field.attname]
+            elif field.name in table.stamped:
+                now = now or field.get_db_prep_save(timezone.now(), connection)
+                params.append(now)
+                continue
+            elif field.name in table.prepared_defaults:
+                params.append(table.prepared_defaults[field.name])
+                continue
+            else:
+                value = field.get_default()
+            if value is None or (type(value) is str and field.name in table.text):
+                params.append(value)  # what the field's preparation would return
+            else:
+                params.append(field.get_db_prep_save(value, connection))
+    row_sql = "(" + ", ".join(["%s"] * len(table.fields)) + ")"
+    sql = f"INSERT INTO {table.name} ({table.columns}) VALUES " + ", ".join([row_sql] * len(rows))
+    if update_conflicts:
+        unique, update = update_conflicts
+        sql += " " + connection.ops.on_conflict_suffix_sql(
+            table.fields, OnConflict.UPDATE,
+            [model._meta.get_field(name).column for name in update],
+            [model._meta.get_field(name).column for name in unique])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def update_rows(model, values: dict, where: str, where_params: list) -> int:
+    """UPDATE `values` (field name → value) of the rows matching `where`; the rows changed.
+
+    `where` is SQL over the table's column names, with %s placeholders for `where_params`.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    table = _table(model, connection)
+    fields = [model._meta.get_field(name) for name in values]
+    assignments = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
+    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table.name} SET {assignments} WHERE {where}",
+                       params + list(where_params))
+        return cursor.rowcount
