@@ -61,6 +61,15 @@ class ProtocolError(Exception):
     """The runner broke the result protocol; the run fails with this reason."""
 
 
+class _Stop(Exception):
+    """The run must stop before the runner's next result (cancelled, deadline passed)."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
 @dataclass
 class RunMessage:
     """One message delivered to the caller, with its ledger sequence."""
@@ -166,8 +175,12 @@ class _RunState:
     terminal_written: bool = False
     finished: bool = False
     transcript_written: bool = False
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
     journal: _Journal | None = None
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    # (status, reason) once the run must stop (cancelled, deadline); the wait for the runner's
+    # next result, while one is under way, is cut short through `waiting`.
+    stop: tuple[str, str] | None = None
+    waiting: asyncio.Timeout | None = None
 
     @property
     def steers(self) -> bool:
@@ -175,6 +188,14 @@ class _RunState:
 
 
 _active_runs: dict[str, _RunState] = {}
+
+
+def _request_stop(state: _RunState, status: str, reason: str) -> None:
+    """Stop the run (the first reason wins), cutting short its wait for the next result."""
+    if state.stop is None:
+        state.stop = (status, reason)
+    if state.waiting is not None and not state.waiting.expired():
+        state.waiting.reschedule(state.loop.time())
 
 
 def new_run_id() -> str:
@@ -247,8 +268,10 @@ class Orchestrator:
         """Flag the run and, when it runs in this process, stop it now."""
         run = await ledger.request_cancel(run_id, reason)
         state = _active_runs.get(run_id)
-        if state is not None:
-            state.cancel.set()
+        if state is not None and run is not None:
+            # The run may stream on another thread's loop; its loop stops it.
+            state.loop.call_soon_threadsafe(_request_stop, state, RunStatus.CANCELLED,
+                                            run.status_reason or "cancel_requested")
         return run
 
     # --- steps -----------------------------------------------------------------------------
@@ -354,50 +377,56 @@ class Orchestrator:
 
     async def _stream(self, state: _RunState, payload: dict) -> AsyncIterator[RunMessage]:
         stream = self._invoke(state, payload)
-        cancel_wait = asyncio.ensure_future(state.cancel.wait())
-        next_item = None
+        watcher = asyncio.ensure_future(self._watch_ledger_cancel(state))
         try:
             while True:
-                next_item = asyncio.ensure_future(anext(stream))
-                stop = await self._wait_for(state, next_item, cancel_wait)
-                if stop:
-                    await self._finish(state, *stop)
-                    return
                 try:
-                    raw = next_item.result()
+                    raw = await self._next_result(state, stream)
                 except StopAsyncIteration:
                     break
+                except _Stop as stop:
+                    await self._finish(state, stop.status, stop.reason)
+                    return
                 message = await self._handle(state, raw)
                 if message is not None:
                     yield message
             await self._finish(state, *self._ending(state))
         finally:
-            cancel_wait.cancel()
-            if next_item is not None and not next_item.done():
-                next_item.cancel()
-                await asyncio.gather(next_item, return_exceptions=True)
+            watcher.cancel()
             # Closing the stream cancels the runner on the runtime's side.
             await stream.aclose()
 
-    async def _wait_for(self, state: _RunState, next_item, cancel_wait) -> tuple | None:
-        """Wait for the next result; return (status, reason) when the run must stop instead."""
-        while True:
-            wait = CANCEL_POLL_SECONDS
+    @staticmethod
+    async def _next_result(state: _RunState, stream) -> dict:
+        """The runner's next result; raises _Stop when the run must stop first."""
+        if state.stop is None:
+            loop_deadline = None
             if state.deadline is not None:
-                wait = min(wait, max(state.deadline - time.time(), 0))
-            done, _ = await asyncio.wait({next_item, cancel_wait}, timeout=wait,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if next_item in done:
-                return None
-            if cancel_wait in done or await ledger.cancel_requested(state.run_id):
-                return RunStatus.CANCELLED, await self._cancel_reason(state.run_id)
-            if state.deadline is not None and time.time() >= state.deadline:
-                return RunStatus.TIMEOUT, "runner.timeout: Agent runner timed out"
+                loop_deadline = state.loop.time() + state.deadline - time.time()
+            scope = state.waiting = asyncio.timeout_at(loop_deadline)
+            try:
+                async with scope:
+                    return await anext(stream)
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the stream's own timeout, not the run's
+                state.stop = state.stop or (RunStatus.TIMEOUT,
+                                            "runner.timeout: Agent runner timed out")
+            finally:
+                state.waiting = None
+        raise _Stop(*state.stop)
 
     @staticmethod
-    async def _cancel_reason(run_id: str) -> str:
-        run = await readers.run_outcome(run_id)
-        return run.get("status_reason") or "cancel_requested"
+    async def _watch_ledger_cancel(state: _RunState) -> None:
+        """A cancel flagged in the ledger by another process (the admin, another server) stops
+        the run within CANCEL_POLL_SECONDS."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            if await ledger.cancel_requested(state.run_id):
+                run = await readers.run_outcome(state.run_id)
+                _request_stop(state, RunStatus.CANCELLED,
+                              run.get("status_reason") or "cancel_requested")
+                return
 
     def _ending(self, state: _RunState) -> tuple[str, str]:
         if state.status:
@@ -525,7 +554,7 @@ class Orchestrator:
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
                 finish=(state.status, state.reason, state.usage, state.steers) if finish else None),
             {**message.as_dict(), "source": source},
-            now=finish,
+            now=False,
         )
         return message
 

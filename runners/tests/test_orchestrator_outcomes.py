@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from ledger import services as ledger
 from ledger.models import AgentRun, AgentRunEvent
 from runners.orchestrator import Orchestrator, new_run_id
 from runners.protocol import AgentBinding, AgentEventEnvelope
@@ -63,6 +64,22 @@ async def test_cancel_stops_a_silent_runner_within_one_second(qa_gateway):
             break
         await asyncio.sleep(0.05)
     assert (plugin_dir / f"cancelled-{run_id}").exists()
+
+
+async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_within_two_seconds(qa_gateway):
+    # What the admin's Cancel action does: it writes the flag and leaves the run loop alone.
+    run_id = new_run_id()
+    stream = Orchestrator(qa_gateway).run(event(), binding("slow", sleep=30), run_id=run_id)
+    await anext(stream)
+    consume = asyncio.ensure_future(anext(stream, None))
+
+    flagged_at = time.monotonic()
+    await ledger.request_cancel(run_id, "cancelled in the admin")
+    assert await asyncio.wait_for(consume, 3.0) is None
+
+    run = await AgentRun.objects.aget(run_id=run_id)
+    assert (run.status, run.status_reason) == ("cancelled", "cancelled in the admin")
+    assert time.monotonic() - flagged_at < 2.0
 
 
 async def test_results_are_journaled_while_the_run_is_still_running(qa_gateway):
