@@ -44,7 +44,7 @@ PAYLOAD_MODELS: dict[str, type[pydantic.BaseModel]] = {
 DELIVERED_TYPES = {"message.delta", "message.completed"}
 NO_DEADLINE_ITEM_TIMEOUT = 300.0
 CANCEL_POLL_SECONDS = 1.0
-# How long a result may wait to share its ledger write with the ones after it; a run's end
+# How long a result may wait to share its ledger write with the ones after it; the run's end
 # is written at once.
 JOURNAL_LINGER_SECONDS = 0.05
 STEERING_EVENT_TYPE = "message.received"
@@ -89,10 +89,10 @@ class _Journal:
     """Writes one run's results to the ledger, in order, off the run loop's critical path.
 
     Results go out in batches, one transaction each: a batch is written once its first result
-    has waited JOURNAL_LINGER_SECONDS, or at once when a result ends the run or the run drains.
-    A burst of results costs one round trip instead of one each, and the loop keeps reading
-    results while the database works. Each event is published to live viewers once it is
-    persisted; `drain()` waits for all of it.
+    has waited JOURNAL_LINGER_SECONDS, or at once when the run drains (its stream ended or it
+    stopped). A burst of results costs one round trip instead of one each, and the loop keeps
+    reading results while the database works. Each event is published to live viewers once it
+    is persisted; `drain()` waits for all of it.
     """
 
     def __init__(self, run_id: str, publish):
@@ -101,23 +101,20 @@ class _Journal:
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
         self.writer: asyncio.Task | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.urgent = False
+        self.draining = False
         self.error: Exception | None = None
         self.ended: tuple[str, str] | None = None
 
-    def add(self, write: ledger.ResultWrite, frame: dict, *, now: bool = False) -> None:
+    def add(self, write: ledger.ResultWrite, frame: dict) -> None:
         if self.error is not None:
             raise self.error
         self.pending.append((write, frame))
-        if now:
-            self.urgent = True
-            self._start()
-        elif not self._writing():
+        if not self._writing():
             self._arm()
 
     async def drain(self) -> tuple[str, str] | None:
         """Wait until everything is written; the run's (status, reason) if a result ended it."""
-        self.urgent = True
+        self.draining = True
         self._start()
         if self.writer is not None:
             await asyncio.shield(self.writer)
@@ -148,7 +145,7 @@ class _Journal:
                 for _, frame in batch:
                     await self.publish(frame)
                 self.ended = ended or self.ended
-                if self.pending and not self.urgent:
+                if self.pending and not self.draining:
                     self._arm()  # what arrived meanwhile lingers like any new batch
                     return
         except Exception as exc:  # surfaced by the next add() or by drain()
@@ -554,7 +551,6 @@ class Orchestrator:
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
                 finish=(state.status, state.reason, state.usage, state.steers) if finish else None),
             {**message.as_dict(), "source": source},
-            now=False,
         )
         return message
 
