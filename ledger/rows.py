@@ -15,6 +15,9 @@ from django.utils import timezone
 
 # Defaults made by these factories are the same value every time: prepared once per table.
 _CONSTANT_FACTORIES = (dict, list)
+# Rows per INSERT: Django's batch size keeps older SQLite builds within 999 parameters, and
+# this cap keeps PostgreSQL with server-side binding within 65535.
+MAX_ROWS_PER_INSERT = 1000
 
 
 @dataclass
@@ -55,13 +58,32 @@ def _table(model, connection) -> _Table:
 
 
 def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = None) -> None:
-    """INSERT `rows` (field name → value; other fields take their defaults) in one statement.
+    """INSERT `rows` (field name → value; other fields take their defaults), as few statements
+    as the database's parameter limit allows.
 
     `update_conflicts=(unique_fields, update_fields)` turns a row that collides on
     `unique_fields` into an update of `update_fields` (an upsert, as `bulk_create` does).
     """
     connection = connections[DEFAULT_DB_ALIAS]  # once: the module's proxy looks it up per use
     table = _table(model, connection)
+    suffix = ""
+    if update_conflicts:
+        unique, update = update_conflicts
+        suffix = " " + connection.ops.on_conflict_suffix_sql(
+            table.fields, OnConflict.UPDATE,
+            [model._meta.get_field(name).column for name in update],
+            [model._meta.get_field(name).column for name in unique])
+    row_sql = "(" + ", ".join(["%s"] * len(table.fields)) + ")"
+    size = max(1, min(connection.ops.bulk_batch_size(table.fields, rows), MAX_ROWS_PER_INSERT))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), size):
+            chunk = rows[start:start + size]
+            cursor.execute(f"INSERT INTO {table.name} ({table.columns}) VALUES "
+                           + ", ".join([row_sql] * len(chunk)) + suffix,
+                           _params(table, chunk, connection))
+
+
+def _params(table: _Table, rows: list[dict], connection) -> list:
     now = None
     params = []
     for row in rows:
@@ -83,16 +105,7 @@ def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = Non
                 params.append(value)  # what the field's preparation would return
             else:
                 params.append(field.get_db_prep_save(value, connection))
-    row_sql = "(" + ", ".join(["%s"] * len(table.fields)) + ")"
-    sql = f"INSERT INTO {table.name} ({table.columns}) VALUES " + ", ".join([row_sql] * len(rows))
-    if update_conflicts:
-        unique, update = update_conflicts
-        sql += " " + connection.ops.on_conflict_suffix_sql(
-            table.fields, OnConflict.UPDATE,
-            [model._meta.get_field(name).column for name in update],
-            [model._meta.get_field(name).column for name in unique])
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    return params
 
 
 def update_rows(model, values: dict, where: str, where_params: list) -> int:
