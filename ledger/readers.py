@@ -177,9 +177,9 @@ def event_page_sync(conversation_id: str, thread_id: str, *, event_types=None,
     if event_types:
         rows = rows.filter(event_type__in=list(event_types))
     total = rows.count()
-    if (before := _int_cursor(before_cursor)) is not None:
-        rows = rows.filter(pk__lt=before)
-    items = [sdk_event_record(e) for e in rows.order_by("-pk")[: limit + 1]]
+    rows = _cursor_window(rows, "pk", before_cursor=before_cursor, after_cursor=None,
+                          direction="backward", limit=limit)
+    items = [sdk_event_record(e) for e in rows]
     return {**_page(items, limit, lambda item: item["cursor"]), "total_count": total}
 
 
@@ -191,9 +191,9 @@ def run_list_sync(*, runner_id: str, conversation_id: str, thread_id: str, statu
     if statuses:
         rows = rows.filter(status__in=list(statuses))
     total = rows.count()
-    if (before := _int_cursor(before_cursor)) is not None:
-        rows = rows.filter(pk__lt=before)
-    items = [sdk_run(run) for run in rows.order_by("-pk")[: limit + 1]]
+    rows = _cursor_window(rows, "pk", before_cursor=before_cursor, after_cursor=None,
+                          direction="backward", limit=limit)
+    items = [sdk_run(run) for run in rows]
     return {**_page(items, limit, lambda item: str(item["id"])), "total_count": total}
 
 
