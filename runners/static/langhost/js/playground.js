@@ -180,10 +180,10 @@
             break;
           case "message.delta":
             if (completed) break;
-            replyText.textContent += LH.contentText(((frame.data || {}).chunk || {}).content);
+            replyText.textContent += LH.summarize(frame);
             break;
           case "message.completed":
-            replyText.textContent = LH.contentText(((frame.data || {}).message || {}).content);
+            replyText.textContent = LH.summarize(frame);
             completed = true;
             break;
           case "steering.queued":

@@ -44,11 +44,10 @@
   function onEvent(frame) {
     timeline.add(frame);
     if (frame.type === "message.delta") {
-      const chunk = LH.contentText(((frame.data || {}).chunk || {}).content);
-      showReply((streaming ? reply.textContent : "") + chunk, true);
+      showReply((streaming ? reply.textContent : "") + LH.summarize(frame), true);
       streaming = true;
     } else if (frame.type === "message.completed") {
-      showReply(LH.contentText(((frame.data || {}).message || {}).content), false);
+      showReply(LH.summarize(frame), false);
       streaming = false;
     } else if (frame.type === "state.updated") {
       addStateChange(frame);

@@ -62,7 +62,7 @@
   };
 
   /* The text of a message's content (a string, or a list of content parts). */
-  LH.contentText = function (content) {
+  function contentText(content) {
     if (content === null || content === undefined) return "";
     if (typeof content === "string") return content;
     if (Array.isArray(content)) {
@@ -73,16 +73,16 @@
       }).join("");
     }
     return JSON.stringify(content);
-  };
+  }
 
-  /* One line saying what an event is about. */
+  /* One line saying what an event is about; for a message, its text. */
   LH.summarize = function (frame) {
     const data = frame.data || {};
     switch (frame.type) {
       case "message.delta":
-        return LH.contentText((data.chunk || {}).content);
+        return contentText((data.chunk || {}).content);
       case "message.completed":
-        return LH.contentText((data.message || {}).content);
+        return contentText((data.message || {}).content);
       case "state.updated":
         return (data.scope ? data.scope + ": " : "") + data.key + " = " + JSON.stringify(data.value);
       case "run.completed":
