@@ -7,7 +7,6 @@ override the `daphne_env` fixture (or call `start_daphne` yourself) for other se
 """
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,18 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runners.runtime.process import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 _VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = _VENV_PYTHON if _VENV_PYTHON.exists() else Path(sys.executable)
 ADMIN_EMAIL = "root@example.com"
 ADMIN_PASSWORD = "E2e-Admin-Passw0rd"
 STARTUP_TIMEOUT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def daphne_environ(env_overrides: dict | None = None) -> dict:
