@@ -1,8 +1,9 @@
 """Write side of the ledger, as async services.
 
-Each service is one database round trip from the event loop's point of view: the ORM work of
-one step (start a run, record a result, finish a run) runs in one transaction on Django's
-sync thread, so the run loop pays one thread hop per step.
+Each service is one database round trip from the event loop's point of view: the database
+work of one step (start a run, record a batch of results, finish a run) runs in one
+transaction on Django's sync thread, so the run loop pays one thread hop per step. The run
+loop's own statements are built by `rows`.
 """
 
 from dataclasses import dataclass
