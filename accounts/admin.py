@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import UserChangeForm, UserCreationForm
 
-from .models import Membership, Project, User
+from accounts.models import Membership, Project, User
 
 
 class EmailUserCreationForm(UserCreationForm):

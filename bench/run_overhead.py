@@ -96,10 +96,10 @@ async def measure(sides: dict, runs: int, seconds: float) -> dict:
 
 
 async def main(runs: int, seconds: float, data_dir: Path) -> None:
-    from runners import context, registry
-    from runners.gateway import LocalGateway
-    from runners.orchestrator import Orchestrator
-    from runners.protocol import AgentBinding, AgentEventEnvelope
+    from runners.execution import context, registry
+    from runners.execution.orchestrator import Orchestrator
+    from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+    from runners.plugins.gateway import LocalGateway
 
     plugins = data_dir / "plugins"
     shutil.copytree(ECHO_PLUGIN, plugins / ECHO_PLUGIN.name)

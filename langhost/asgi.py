@@ -16,7 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from accounts.channels_auth import TokenAuthMiddlewareStack  # noqa: E402
-from langhost.routing import websocket_urlpatterns  # noqa: E402
+from runners.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -3,8 +3,7 @@ import json
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from . import services
-from .models import (
+from ledger.models import (
     TERMINAL_STATUSES,
     AgentRun,
     AgentRunnerState,
@@ -14,6 +13,7 @@ from .models import (
     SteeringItem,
     Transcript,
 )
+from ledger.services import runs as services
 
 
 def pretty(value) -> str:

@@ -221,7 +221,7 @@ class SteeringItem(models.Model):
 
 class Conversation(models.Model):
     """A user's session with one agent instance. Its entries are the `transcript` rows with
-    its `conversation_id`; its state lives in `agent_runner_state` (see ledger.conversations).
+    its `conversation_id`; its state lives in `agent_runner_state` (see ledger.services.conversations).
     """
 
     conversation_id = models.CharField(max_length=128, unique=True)

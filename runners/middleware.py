@@ -9,7 +9,7 @@ import logging
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
-from .gateway import LocalGateway, get_gateway
+from runners.plugins.gateway import LocalGateway, get_gateway
 
 logger = logging.getLogger(__name__)
 

@@ -4,13 +4,13 @@ import hashlib
 
 import pytest
 
-from ledger.artifacts import (
+from ledger.models import Artifact
+from ledger.services.artifacts import (
     ArtifactError,
     ArtifactNotFound,
     ArtifactService,
     ArtifactTooLarge,
 )
-from ledger.models import Artifact
 
 pytestmark = pytest.mark.django_db
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ledger import conversations
-from ledger.artifacts import artifacts
-from ledger.conversations import ConversationExists, StateIdentity
 from ledger.models import AgentRunnerState, Conversation, Transcript
+from ledger.services import conversations
+from ledger.services.artifacts import artifacts
+from ledger.services.conversations import ConversationExists, StateIdentity
 
 pytestmark = pytest.mark.django_db
 

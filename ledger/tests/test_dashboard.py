@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ledger.dashboard import percentile, run_summary
 from ledger.models import AgentRun
+from ledger.selectors.dashboard import percentile, run_summary
 
 pytestmark = pytest.mark.django_db
 

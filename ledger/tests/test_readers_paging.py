@@ -2,8 +2,8 @@
 
 import pytest
 
-from ledger import readers
 from ledger.models import AgentRun, EventLog
+from ledger.selectors import runs as readers
 
 pytestmark = pytest.mark.django_db
 

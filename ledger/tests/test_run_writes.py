@@ -4,9 +4,9 @@ runs ended once, rows stored as the ORM would store them."""
 import pytest
 from asgiref.sync import async_to_sync
 
-from ledger import services
 from ledger.models import AgentRun, AgentRunEvent, AgentRunnerState, Transcript
-from ledger.rows import insert_rows
+from ledger.services import runs as services
+from ledger.sql import insert_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

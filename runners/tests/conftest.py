@@ -6,8 +6,8 @@ import pytest
 import pytest_asyncio
 from django.test import Client
 
-from runners import gateway as gateway_module
-from runners.gateway import LocalGateway
+from runners.plugins import gateway as gateway_module
+from runners.plugins.gateway import LocalGateway
 from tests.conftest import *  # noqa: F403  (people, clients, factories)
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"

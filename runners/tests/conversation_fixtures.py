@@ -9,7 +9,7 @@ def register_builtin(monkeypatch):
 
     `run(context)` is an async generator of results; `result(context, seq, type, data)` helps.
     """
-    from runners import builtins
+    from runners.execution import builtins
 
     def register(runner_id, run):
         monkeypatch.setitem(builtins.BUILTIN_RUNNERS, runner_id, {

@@ -5,8 +5,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from runners.catalogue.trees import build_tree, validate_trees
 from runners.models import AgentType, SubAgent
-from runners.trees import build_tree
 
 URL = "/api/v1/agent-types"
 
@@ -122,14 +122,14 @@ def test_unknown_sub_agent_id_is_rejected(superuser_client, types):
     assert "Unknown agent type" in response.json()["errors"]["sub_agents"][0]
 
 
-def test_model_clean_rejects_a_cycle_and_a_colliding_rename(types):
+def test_tree_validation_rejects_a_cycle_and_a_colliding_rename(types):
     link(types["root"], types["child_a"])
 
     with pytest.raises(ValidationError, match="cycle"):
-        SubAgent(parent=types["child_a"], child=types["root"]).full_clean()
+        validate_trees(types["child_a"], children=[types["root"].pk])
     types["child_a"].name = "root"
     with pytest.raises(ValidationError, match="Two agents are named 'root'"):
-        types["child_a"].full_clean()
+        validate_trees(types["child_a"])
 
 
 def test_build_tree_carries_kinds_flags_and_order(types):

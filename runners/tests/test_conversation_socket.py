@@ -8,8 +8,8 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.tokens import token_pair
 from langhost.asgi import application
-from ledger import conversations
 from ledger.models import AgentRun
+from ledger.services import conversations
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ledger.models import AgentRunnerState, Conversation, Transcript
-from runners.context import state_context
-from runners.conversations import state_identity
+from runners.conversations.services import state_identity
+from runners.execution.context import state_context
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,
     read_body,
@@ -168,8 +168,8 @@ def test_conversation_state_is_the_state_the_runner_gets(user_client, agent, bui
 
 
 def test_conversation_scope_keys_match_the_runner_context(agent, user):
-    from ledger import conversations as service
-    from runners.agents import agent_binding_sync, user_event
+    from ledger.services import conversations as service
+    from runners.execution.agents import agent_binding_sync, user_event
 
     conversation = service.create(project_id=str(agent.project_id), agent_id=str(agent.pk),
                                   user_id=str(user.pk))

@@ -8,8 +8,8 @@ import json
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from ledger.artifacts import artifacts
 from ledger.models import AgentRun, Artifact, EventLog, Transcript
+from ledger.services.artifacts import artifacts
 from runners.models import AgentInstance, SubAgent
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,

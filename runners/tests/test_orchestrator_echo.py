@@ -3,8 +3,8 @@
 import pytest
 from django.db import connection
 
-from runners.orchestrator import Orchestrator
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

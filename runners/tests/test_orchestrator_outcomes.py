@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from ledger import services as ledger
 from ledger.models import AgentRun, AgentRunEvent
-from runners.orchestrator import Orchestrator, new_run_id
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from ledger.services import runs as ledger
+from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

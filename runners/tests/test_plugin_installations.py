@@ -6,10 +6,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from runners.execution.orchestrator import Orchestrator, RunRefused
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.orchestrator import Orchestrator, RunRefused
-from runners.plugin_host import DjangoHost
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.plugins.host import DjangoHost
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from runners.routing import (
+from runners.catalogue.agent_routing import (
     AgentNode,
     AgentTree,
     Entry,
@@ -65,7 +65,7 @@ def test_r5_scan_continues_past_a_newer_non_transferable_agent():
 
 
 def test_r6_unknown_newest_author_is_skipped_and_logged(caplog):
-    with caplog.at_level(logging.WARNING, logger="runners.routing"):
+    with caplog.at_level(logging.WARNING, logger="runners.catalogue.agent_routing"):
         assert chosen(routing_tree(), [said("allows_transfer_agent"), said("ghost")]) == \
             "allows_transfer_agent"
         assert chosen(routing_tree(), [said("ghost")]) == "root"
@@ -100,7 +100,7 @@ def test_r8_function_response_with_unknown_call_id_falls_back_to_the_scan():
 def test_function_call_by_unknown_agent_is_logged_and_falls_back_to_the_scan(caplog):
     history = [said("allows_transfer_agent"), said("ghost", calls=["fn_id"])]
 
-    with caplog.at_level(logging.WARNING, logger="runners.routing"):
+    with caplog.at_level(logging.WARNING, logger="runners.catalogue.agent_routing"):
         assert chosen(routing_tree(), history, said("user", responses=["fn_id"])) == \
             "allows_transfer_agent"
 

@@ -13,8 +13,8 @@ from django.test import Client
 from accounts.tokens import token_pair
 from langhost.asgi import application
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
-from runners.orchestrator import Orchestrator, new_run_id
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
@@ -190,7 +190,7 @@ async def test_anonymous_bad_tokens_and_foreign_origins_are_closed_with_4401(pro
 
 
 async def test_an_unknown_run_or_a_bad_after_sequence_is_refused(superuser, monkeypatch):
-    from runners.consumers import RunStreamConsumer
+    from runners.ws.consumers import RunStreamConsumer
 
     monkeypatch.setattr(RunStreamConsumer, "APPEAR_TIMEOUT", 0.2)
     token = access_token(superuser)

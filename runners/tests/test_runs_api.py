@@ -98,7 +98,7 @@ def test_runs_of_other_projects_are_hidden(superuser_client, outsider_client):
 
 
 def test_runners_list_includes_builtin_echo(user_client):
-    from runners.registry import ensure_builtins_sync
+    from runners.execution.registry import ensure_builtins_sync
 
     ensure_builtins_sync()
     ids = [r["id"] for r in user_client.get("/api/v1/runners").json()["data"]]

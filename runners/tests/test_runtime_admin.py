@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
 from django.urls import reverse
 
-from runners import gateway as gateway_module
 from runners.models import PluginInstallation
+from runners.plugins import gateway as gateway_module
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

@@ -7,9 +7,9 @@ import signal
 import pytest
 
 from ledger.models import AgentRun
-from runners.gateway import LocalGateway
-from runners.orchestrator import Orchestrator, new_run_id
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from runners.gateway import LocalGateway
 from runners.models import RunnerDescriptor
+from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,9 +12,9 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 
 from ledger.models import AgentRun
-from runners.orchestrator import Orchestrator, new_run_id
-from runners.protocol import AgentBinding, AgentEventEnvelope
-from runners.runtime_worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorkerConsumer
+from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.plugins.worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorkerConsumer
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

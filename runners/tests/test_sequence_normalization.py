@@ -8,9 +8,9 @@ runtime) to prove the host's own rules.
 import pytest
 
 from ledger.models import AgentRunEvent
+from runners.execution.orchestrator import Orchestrator
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
-from runners.orchestrator import Orchestrator
-from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

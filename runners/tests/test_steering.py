@@ -3,8 +3,8 @@
 import pytest
 
 from ledger.models import AgentRun, EventLog, SteeringItem
-from runners.orchestrator import Orchestrator, new_run_id
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from .conftest import ECHO, SLOW, wait_until
+from tests.browser.conftest import ECHO, SLOW, wait_until
 
 pytestmark = pytest.mark.browser
 

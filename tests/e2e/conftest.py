@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners.runtime.process import free_port
+from runners.plugins.runtime.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 _VENV_PYTHON = ROOT / ".venv" / "bin" / "python"

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from runtime_helpers import make_runtime_dir, wait_for_runner
 
-from runners.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import MemoryHost, RuntimeLink
 
 
 async def _ready_link(host: MemoryHost, runtime_dir: Path) -> RuntimeLink:

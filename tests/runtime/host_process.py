@@ -8,7 +8,7 @@ import sys
 
 from runtime_helpers import group_pids, wait_for_runner
 
-from runners.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import MemoryHost, RuntimeLink
 
 
 async def main(runtime_dir: str) -> None:

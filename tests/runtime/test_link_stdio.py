@@ -23,7 +23,7 @@ from runtime_helpers import (
     wait_until,
 )
 
-from runners.runtime import LinkLost, LinkNotReady, MemoryHost, RuntimeLink
+from runners.plugins.runtime import LinkLost, LinkNotReady, MemoryHost, RuntimeLink
 
 HOST_SCRIPT = Path(__file__).with_name("host_process.py")
 REPO = Path(__file__).resolve().parents[2]

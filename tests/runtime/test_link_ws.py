@@ -14,7 +14,7 @@ from runtime_helpers import (
     wait_until,
 )
 
-from runners.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import MemoryHost, RuntimeLink
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from runtime_helpers import QA, collect, run_context, wait_for_runner
 
-from runners.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import MemoryHost, RuntimeLink
 
 
 def settings_requests(host: MemoryHost) -> int:

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from ledger.services import reap_stale_runs_sync
+from ledger.services.runs import reap_stale_runs_sync
 
 
 class Command(BaseCommand):

@@ -4,12 +4,12 @@ import sys
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import readers
-from runners.agents import agent_binding_sync
-from runners.gateway import LocalGateway
+from ledger.selectors import runs as readers
+from runners.execution.agents import agent_binding_sync
+from runners.execution.orchestrator import Orchestrator, RunRefused, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import AgentInstance
-from runners.orchestrator import Orchestrator, RunRefused, new_run_id
-from runners.protocol import AgentBinding, AgentEventEnvelope
+from runners.plugins.gateway import LocalGateway
 
 
 class Command(BaseCommand):

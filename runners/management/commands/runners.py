@@ -5,11 +5,11 @@ import sys
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
 
-from runners.gateway import get_gateway
+from runners.execution.registry import ensure_builtins_sync
 from runners.models import RunnerDescriptor
-from runners.registry import ensure_builtins_sync
-from runners.runtime import RuntimeLinkError
-from runners.runtime_worker import RuntimeUnavailable
+from runners.plugins.gateway import get_gateway
+from runners.plugins.runtime import RuntimeLinkError
+from runners.plugins.worker import RuntimeUnavailable
 
 SPINNER = "|/-\\"
 

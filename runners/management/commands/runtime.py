@@ -5,9 +5,9 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 from django.core.management.base import BaseCommand
 
-from runners.gateway import LocalGateway
-from runners.runtime import RuntimeLinkError
-from runners.runtime_worker import RUNTIME_CHANNEL, RuntimeWorkerConsumer
+from runners.plugins.gateway import LocalGateway
+from runners.plugins.runtime import RuntimeLinkError
+from runners.plugins.worker import RUNTIME_CHANNEL, RuntimeWorkerConsumer
 
 logger = logging.getLogger("runners.runtime_command")
 

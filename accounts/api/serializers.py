@@ -1,0 +1,72 @@
+from django.contrib.auth import password_validation
+from django.core import exceptions as django_exceptions
+from rest_framework import serializers
+
+from accounts.models import Project, User
+
+
+class UserSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = User
+        fields = ["id", "email", "first_name", "last_name", "is_superuser", "date_joined"]
+        read_only_fields = fields
+
+
+class RegisterSerializer(serializers.ModelSerializer):
+    password = serializers.CharField(write_only=True, max_length=128, style={"input_type": "password"})
+
+    class Meta:
+        model = User
+        fields = ["id", "email", "password", "first_name", "last_name"]
+        extra_kwargs = {"first_name": {"required": False}, "last_name": {"required": False}}
+
+    def validate_email(self, value):
+        value = value.lower()
+        if User.objects.filter(email__iexact=value).exists():
+            raise serializers.ValidationError("A user with this email already exists.")
+        return value
+
+    def validate(self, attrs):
+        candidate = User(**{k: v for k, v in attrs.items() if k != "password"})
+        try:
+            password_validation.validate_password(attrs["password"], candidate)
+        except django_exceptions.ValidationError as exc:
+            raise serializers.ValidationError({"password": list(exc.messages)}) from exc
+        return attrs
+
+    def create(self, validated_data):
+        return User.objects.create_user(**validated_data)
+
+
+class LoginSerializer(serializers.Serializer):
+    email = serializers.EmailField()
+    password = serializers.CharField(max_length=128, style={"input_type": "password"})
+
+
+class RefreshSerializer(serializers.Serializer):
+    refresh_token = serializers.CharField(max_length=4096)
+
+
+class TokenPairSerializer(serializers.Serializer):
+    access_token = serializers.CharField()
+    refresh_token = serializers.CharField()
+    token_type = serializers.CharField()
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    owner_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Project
+        fields = ["id", "name", "slug", "description", "owner_id", "created_at", "updated_at"]
+        read_only_fields = ["id", "owner_id", "created_at", "updated_at"]
+
+
+class MemberSerializer(serializers.Serializer):
+    email = serializers.EmailField()
+
+    def validate_email(self, value):
+        try:
+            return User.objects.get(email__iexact=value)
+        except User.DoesNotExist as exc:
+            raise serializers.ValidationError("No user has this email address.") from exc

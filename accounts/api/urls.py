@@ -1,0 +1,15 @@
+from django.urls import path
+
+from accounts.api import views
+from langhost.api import OptionalSlashRouter
+
+router = OptionalSlashRouter()
+router.register("projects", views.ProjectViewSet, basename="project")
+
+urlpatterns = [
+    path("auth/register", views.RegisterView.as_view(), name="auth-register"),
+    path("auth/login", views.LoginView.as_view(), name="auth-login"),
+    path("auth/refresh", views.RefreshView.as_view(), name="auth-refresh"),
+    path("auth/me", views.MeView.as_view(), name="auth-me"),
+    *router.urls,
+]

@@ -1,0 +1,111 @@
+from django.contrib.auth import authenticate
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, generics, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework_simplejwt.exceptions import TokenError
+from rest_framework_simplejwt.tokens import RefreshToken
+
+from accounts.api import serializers
+from accounts.models import Membership, Project, User
+from accounts.permissions import IsProjectOwnerOrReadOnly
+from accounts.tokens import token_pair
+
+
+class RegisterView(generics.CreateAPIView):
+    permission_classes = [AllowAny]
+    serializer_class = serializers.RegisterSerializer
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = serializer.save()
+        return Response(serializers.UserSerializer(user).data, status=status.HTTP_201_CREATED)
+
+
+class LoginView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=serializers.LoginSerializer, responses=serializers.TokenPairSerializer)
+    def post(self, request):
+        serializer = serializers.LoginSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = authenticate(
+            request,
+            email=serializer.validated_data["email"].lower(),
+            password=serializer.validated_data["password"],
+        )
+        if user is None:
+            raise exceptions.AuthenticationFailed("Incorrect email or password.")
+        return Response(token_pair(user))
+
+
+class RefreshView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=serializers.RefreshSerializer)
+    def post(self, request):
+        serializer = serializers.RefreshSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            refresh = RefreshToken(serializer.validated_data["refresh_token"])
+        except TokenError as exc:
+            raise exceptions.AuthenticationFailed(f"Invalid refresh token: {exc}") from exc
+        return Response({"access_token": str(refresh.access_token), "token_type": "bearer"})
+
+
+class MeView(generics.RetrieveAPIView):
+    serializer_class = serializers.UserSerializer
+
+    def get_object(self):
+        return self.request.user
+
+
+class ProjectViewSet(viewsets.ModelViewSet):
+    serializer_class = serializers.ProjectSerializer
+    permission_classes = viewsets.ModelViewSet.permission_classes + [IsProjectOwnerOrReadOnly]
+    filterset_fields = ["slug"]
+    ordering_fields = ["name", "created_at"]
+
+    def get_queryset(self):
+        return Project.objects.visible_to(self.request.user).order_by("name")
+
+    def perform_create(self, serializer):
+        serializer.save(owner=self.request.user)
+
+    @extend_schema(
+        methods=["GET"], request=None, responses=serializers.UserSerializer(many=True)
+    )
+    @extend_schema(
+        methods=["POST"],
+        request=serializers.MemberSerializer,
+        responses={201: serializers.UserSerializer, 200: serializers.UserSerializer},
+    )
+    @action(detail=True, methods=["get", "post"], filter_backends=[])
+    def members(self, request, pk=None):
+        """List members (in the list envelope), or add one by email (owner only).
+
+        Adding returns the member: 201 when newly added, 200 when already a member.
+        """
+        project = self.get_object()
+        if request.method == "POST":
+            serializer = serializers.MemberSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            member = serializer.validated_data["email"]
+            _, created = Membership.objects.get_or_create(project=project, user=member)
+            return Response(
+                serializers.UserSerializer(member).data,
+                status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            )
+        page = self.paginate_queryset(project.members.order_by("email"))
+        return self.get_paginated_response(serializers.UserSerializer(page, many=True).data)
+
+    @action(detail=True, methods=["delete"], url_path=r"members/(?P<user_id>\d+)")
+    def remove_member(self, request, pk=None, user_id=None):
+        project = self.get_object()
+        user = get_object_or_404(User, pk=user_id)
+        Membership.objects.filter(project=project, user=user).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,208 @@
+"""Read side of the ledger in the shapes the API, the admin and live views use."""
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+
+from ledger.models import TERMINAL_STATUSES, AgentRun, AgentRunEvent, EventLog, Transcript
+
+FOLLOW_POLL_SECONDS = 0.1
+
+
+def epoch(value) -> int | None:
+    return int(value.timestamp()) if value else None
+
+
+def run_dict(run: AgentRun) -> dict:
+    return {
+        "run_id": run.run_id, "event_id": run.event_id, "agent_id": run.agent_id or None,
+        "binding_id": run.binding_id, "runner_id": run.runner_id,
+        "conversation_id": run.conversation_id or None, "thread_id": run.thread_id or None,
+        "project_id": run.project_id or None, "status": run.status,
+        "status_reason": run.status_reason, "usage": run.usage_json, "cost": run.cost_json,
+        "created_at": run.created_at, "started_at": run.started_at,
+        "finished_at": run.finished_at, "deadline_at": run.deadline_at,
+        "cancel_requested_at": run.cancel_requested_at,
+        "duration_seconds": run.duration_seconds,
+    }
+
+
+def event_dict(event: AgentRunEvent) -> dict:
+    return {
+        "run_id": event.run_id, "sequence": event.sequence, "type": event.type,
+        "data": event.data_json, "usage": event.usage_json, "source": event.source,
+        "created_at": event.created_at,
+    }
+
+
+@sync_to_async
+def run_outcome(run_id: str) -> dict:
+    run = AgentRun.objects.filter(run_id=run_id).first()
+    return run_dict(run) if run else {"run_id": run_id, "status": None}
+
+
+@sync_to_async
+def run_outcome_for_event(event_id: str) -> dict:
+    run = AgentRun.objects.filter(event_id=event_id).order_by("id").first()
+    return run_dict(run) if run else {"run_id": None, "event_id": event_id, "status": None}
+
+
+@sync_to_async
+def _events_after(run_id: str, after: int) -> tuple[list[dict], bool]:
+    events = [event_dict(e) for e in AgentRunEvent.objects.filter(run_id=run_id, sequence__gt=after)
+              .order_by("sequence")]
+    status = AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
+    return events, status is None or status in TERMINAL_STATUSES
+
+
+async def run_events(run_id: str, *, after: int = 0, wait_terminal: bool = False) -> list[dict]:
+    """Events after a sequence; with `wait_terminal`, follow the run until it has ended."""
+    collected = []
+    while True:
+        events, ended = await _events_after(run_id, after)
+        collected.extend(events)
+        if events:
+            after = events[-1]["sequence"]
+        if ended or not wait_terminal:
+            return collected
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+# --- shapes the SDK's host-response DTOs accept (timestamps as integer epoch seconds) ------
+
+def sdk_run(run: AgentRun) -> dict:
+    return {
+        "id": run.pk, "run_id": run.run_id, "event_id": run.event_id,
+        "agent_id": run.agent_id or None, "binding_id": run.binding_id,
+        "runner_id": run.runner_id, "conversation_id": run.conversation_id or None,
+        "thread_id": run.thread_id or None, "workspace_id": run.project_id or None,
+        "status": run.status, "status_reason": run.status_reason or None,
+        "created_at": epoch(run.created_at), "started_at": epoch(run.started_at),
+        "finished_at": epoch(run.finished_at), "updated_at": epoch(run.updated_at),
+        "deadline_at": epoch(run.deadline_at), "cancel_requested_at": epoch(run.cancel_requested_at),
+        "usage": run.usage_json, "cost": run.cost_json, "metadata": {},
+    }
+
+
+def sdk_run_event(event: AgentRunEvent) -> dict:
+    return {
+        "id": event.pk, "run_id": event.run_id, "sequence": event.sequence, "type": event.type,
+        "data": event.data_json, "usage": event.usage_json, "created_at": epoch(event.created_at),
+        "source": event.source, "metadata": event.metadata_json,
+    }
+
+
+def sdk_transcript(item: Transcript, include_attachments: bool = False) -> dict:
+    return {
+        "transcript_id": str(item.pk), "event_id": item.event_id or "",
+        "conversation_id": item.conversation_id, "workspace_id": item.project_id or None,
+        "thread_id": item.thread_id or None, "role": item.role, "item_type": item.item_type,
+        "content": item.content, "content_json": item.content_json, "seq": item.pk,
+        "cursor": str(item.pk), "created_at": epoch(item.created_at),
+        "metadata": {**item.metadata_json, "author": item.author, "run_id": item.run_id or None},
+        "attachment_refs": item.attachment_refs if include_attachments else [],
+    }
+
+
+def sdk_event_record(entry: EventLog) -> dict:
+    return {
+        "event_id": entry.event_id, "event_type": entry.event_type,
+        "event_time": epoch(entry.created_at), "source": entry.source or "api",
+        "workspace_id": entry.project_id or None, "conversation_id": entry.conversation_id or None,
+        "thread_id": entry.thread_id or None, "actor_type": entry.actor_type or None,
+        "actor_id": entry.actor_id or None, "subject_type": entry.subject_type or None,
+        "subject_id": entry.subject_id or None, "input_summary": entry.input_summary,
+        "seq": entry.pk, "cursor": str(entry.pk), "created_at": epoch(entry.created_at),
+        "metadata": entry.metadata_json,
+    }
+
+
+def _page(items: list, limit: int, cursor_of) -> dict:
+    has_more = len(items) > limit
+    items = items[:limit]
+    return {"items": items, "has_more": has_more,
+            "next_cursor": cursor_of(items[-1]) if has_more and items else None,
+            "prev_cursor": cursor_of(items[0]) if items else None}
+
+
+def clamp_limit(limit, default: int = 50) -> int:
+    try:
+        return max(1, min(int(limit or default), 100))
+    except (TypeError, ValueError):
+        return default
+
+
+def _int_cursor(cursor) -> int | None:
+    try:
+        return int(cursor) if cursor not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _cursor_window(rows, column: str, *, before_cursor, after_cursor, direction: str,
+                   limit: int):
+    """Rows strictly between the cursors on `column`, in `direction`, one more than `limit`
+    (so `_page` can tell whether there are more)."""
+    if (before := _int_cursor(before_cursor)) is not None:
+        rows = rows.filter(**{f"{column}__lt": before})
+    if (after := _int_cursor(after_cursor)) is not None:
+        rows = rows.filter(**{f"{column}__gt": after})
+    return rows.order_by(f"-{column}" if direction == "backward" else column)[: limit + 1]
+
+
+def history_page_sync(conversation_id: str, thread_id: str, *, before_cursor=None,
+                      after_cursor=None, limit=50, direction="backward",
+                      include_attachments=False) -> dict:
+    limit = clamp_limit(limit)
+    rows = Transcript.objects.filter(conversation_id=conversation_id, thread_id=thread_id)
+    total = rows.count()
+    rows = _cursor_window(rows, "pk", before_cursor=before_cursor, after_cursor=after_cursor,
+                          direction=direction, limit=limit)
+    items = [sdk_transcript(item, include_attachments) for item in rows]
+    return {**_page(items, limit, lambda item: item["cursor"]), "total_count": total}
+
+
+def history_search_sync(conversation_id: str, thread_id: str, query: str, top_k=10) -> dict:
+    top_k = clamp_limit(top_k, default=10)
+    rows = Transcript.objects.filter(conversation_id=conversation_id, thread_id=thread_id,
+                                     content__icontains=query or "").order_by("-pk")
+    return {"items": [sdk_transcript(item) for item in rows[:top_k]], "total_count": rows.count(),
+            "query": query or ""}
+
+
+def event_page_sync(conversation_id: str, thread_id: str, *, event_types=None,
+                    before_cursor=None, limit=50) -> dict:
+    limit = clamp_limit(limit)
+    rows = EventLog.objects.filter(conversation_id=conversation_id, thread_id=thread_id)
+    if event_types:
+        rows = rows.filter(event_type__in=list(event_types))
+    total = rows.count()
+    rows = _cursor_window(rows, "pk", before_cursor=before_cursor, after_cursor=None,
+                          direction="backward", limit=limit)
+    items = [sdk_event_record(e) for e in rows]
+    return {**_page(items, limit, lambda item: item["cursor"]), "total_count": total}
+
+
+def run_list_sync(*, runner_id: str, conversation_id: str, thread_id: str, statuses=None,
+                  before_cursor=None, limit=50) -> dict:
+    limit = clamp_limit(limit)
+    rows = AgentRun.objects.filter(runner_id=runner_id, conversation_id=conversation_id,
+                                   thread_id=thread_id)
+    if statuses:
+        rows = rows.filter(status__in=list(statuses))
+    total = rows.count()
+    rows = _cursor_window(rows, "pk", before_cursor=before_cursor, after_cursor=None,
+                          direction="backward", limit=limit)
+    items = [sdk_run(run) for run in rows]
+    return {**_page(items, limit, lambda item: str(item["id"])), "total_count": total}
+
+
+def run_events_page_sync(run_id: str, *, before_cursor=None, after_cursor=None, limit=50,
+                         direction="forward") -> dict:
+    limit = clamp_limit(limit)
+    rows = AgentRunEvent.objects.filter(run_id=run_id)
+    total = rows.count()
+    rows = _cursor_window(rows, "sequence", before_cursor=before_cursor,
+                          after_cursor=after_cursor, direction=direction, limit=limit)
+    items = [sdk_run_event(event) for event in rows]
+    return {**_page(items, limit, lambda item: str(item["sequence"])), "total_count": total}

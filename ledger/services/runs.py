@@ -1,0 +1,294 @@
+"""Write side of the ledger, as async services.
+
+Each service is one database round trip from the event loop's point of view: the database
+work of one step (start a run, record a batch of results, finish a run) runs in one
+transaction on Django's sync thread, so the run loop pays one thread hop per step. The run
+loop's own statements are built by `rows`.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from ledger.models import (
+    TERMINAL_STATUSES,
+    AgentRun,
+    AgentRunEvent,
+    AgentRunnerState,
+    EventLog,
+    EventSource,
+    RunStatus,
+    SteeringItem,
+    SteeringStatus,
+    Transcript,
+)
+from ledger.sql import insert_rows, update_rows
+
+LEASE_SECONDS = 120
+TRANSCRIPT_MAX_CHARS = 4000
+STATE_VALUE_MAX_BYTES = 256 * 1024
+STEERING_QUEUE_MAX = 100
+
+
+class DuplicateEvent(Exception):
+    """The event id was journaled before; `run_id` is the run it started, if any."""
+
+    def __init__(self, event_id: str, run_id: str | None):
+        self.event_id = event_id
+        self.run_id = run_id
+        super().__init__(f"event {event_id} was already received")
+
+
+@dataclass
+class StateWrite:
+    scope: str
+    scope_key: str
+    state_key: str
+    value: object
+    identity: dict
+
+
+@sync_to_async
+def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
+              scope_keys: dict[str, str]) -> dict[str, dict]:
+    """Create the `running` row, the event log row and the user's transcript entry together,
+    and return the state snapshot of `scope_keys` (`{scope: {state_key: value}}`).
+
+    The event log's unique event id makes a replayed event fail here, before anything runs.
+    """
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
+            insert_rows(AgentRun, [{
+                "status": RunStatus.RUNNING, "started_at": now, "execution_owner_id": owner_id,
+                "lease_expires_at": now + timedelta(seconds=LEASE_SECONDS), **run,
+            }])
+            if user_transcript:
+                insert_rows(Transcript, [user_transcript])
+    except IntegrityError:
+        existing = EventLog.objects.filter(event_id=event_log["event_id"]).first()
+        if existing is None:
+            raise
+        raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
+    return _state_snapshot(scope_keys)
+
+
+@dataclass
+class ResultWrite:
+    """One result to append, with what it changes besides the event row."""
+
+    sequence: int
+    type: str
+    data: dict
+    usage: dict | None = None
+    source: str = EventSource.RUNNER
+    metadata: dict | None = None
+    state: StateWrite | None = None
+    transcript: dict | None = None
+    # (status, reason, usage, may_have_steering): this result ends the run, in the same
+    # transaction.
+    finish: tuple[str, str, dict | None, bool] | None = None
+
+
+@sync_to_async
+def record_results(run_id: str, writes: list[ResultWrite]) -> tuple[str, str] | None:
+    """Append results in order with their state writes and transcript entries, in one
+    transaction (one insert per result). When one of them ends the run, the run's final
+    (status, reason) is returned."""
+    ended = None
+    with transaction.atomic():
+        insert_rows(AgentRunEvent, [
+            {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
+             "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {}}
+            for w in writes
+        ])
+        for write in writes:
+            if write.state is not None:
+                _upsert_state(write.state)
+            if write.transcript is not None:
+                insert_rows(Transcript, [write.transcript])
+            if write.finish is not None:
+                ended = _finish_sync(run_id, *write.finish)
+    return ended
+
+
+def _upsert_state(write: StateWrite) -> None:
+    insert_rows(AgentRunnerState, [{
+        "scope": write.scope, "scope_key": write.scope_key, "state_key": write.state_key,
+        "value_json": write.value, **write.identity,
+    }], update_conflicts=(("scope_key", "state_key"), ("value_json", "updated_at")))
+
+
+_TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+
+
+def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
+                 may_have_steering: bool = True) -> tuple[str, str]:
+    if status not in TERMINAL_STATUSES:
+        raise ValueError(f"{status!r} is not a terminal run status")
+    now = timezone.now()
+    fields = {"status": status, "status_reason": reason[:10_000], "finished_at": now,
+              "updated_at": now, "lease_expires_at": None}
+    if usage is not None:
+        fields["usage_json"] = usage
+    updated = update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
+                          [run_id, *TERMINAL_STATUSES])
+    if may_have_steering:  # items are only queued for runners that declare steering
+        SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
+            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
+        )
+    if updated:
+        return status, fields["status_reason"]
+    return tuple(AgentRun.objects.filter(run_id=run_id).values_list("status", "status_reason").get())
+
+
+@sync_to_async
+def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None,
+               may_have_steering: bool = True) -> tuple[str, str]:
+    """Move a run to a terminal status once; leftover steering items are marked dropped.
+
+    Returns the run's (status, status_reason): a run that had already ended keeps its own.
+    """
+    with transaction.atomic():
+        return _finish_sync(run_id, status, reason, usage, may_have_steering)
+
+
+def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:
+    """Flag an active run for cancellation. Terminal runs are left as they are."""
+    now = timezone.now()
+    AgentRun.objects.filter(run_id=run_id, cancel_requested_at__isnull=True).exclude(
+        status__in=TERMINAL_STATUSES
+    ).update(cancel_requested_at=now, status_reason=reason or "cancel_requested", updated_at=now)
+    return AgentRun.objects.filter(run_id=run_id).first()
+
+
+request_cancel = sync_to_async(request_cancel_sync)
+
+
+@sync_to_async
+def cancel_requested(run_id: str) -> bool:
+    return AgentRun.objects.filter(run_id=run_id, cancel_requested_at__isnull=False).exists()
+
+
+@sync_to_async
+def renew_leases(owner_id: str) -> int:
+    """Keep this process's running runs from being reaped."""
+    expires = timezone.now() + timedelta(seconds=LEASE_SECONDS)
+    return AgentRun.objects.filter(
+        execution_owner_id=owner_id, status=RunStatus.RUNNING
+    ).update(lease_expires_at=expires)
+
+
+def reap_stale_runs_sync(now=None) -> list[str]:
+    """Fail `running` runs whose owner stopped renewing its lease."""
+    now = now or timezone.now()
+    stale = list(
+        AgentRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+        .values_list("run_id", flat=True)[:500]
+    )
+    if stale:
+        AgentRun.objects.filter(run_id__in=stale, status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, finished_at=now, updated_at=now, lease_expires_at=None,
+            status_reason="Execution interrupted: the host running this run stopped renewing its lease.",
+        )
+        SteeringItem.objects.filter(run_id__in=stale, status=SteeringStatus.QUEUED).update(
+            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
+        )
+    return stale
+
+
+reap_stale_runs = sync_to_async(reap_stale_runs_sync)
+
+
+# --- state ---------------------------------------------------------------------------------
+
+def _state_snapshot(scope_keys: dict[str, str]) -> dict[str, dict]:
+    """`{scope: {state_key: value}}` for each scope that has a key."""
+    snapshot = {scope: {} for scope in ("conversation", "actor", "subject", "runner")}
+    by_key = {key: scope for scope, key in scope_keys.items()}
+    if by_key:
+        value_field = AgentRunnerState._meta.get_field("value_json")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT scope_key, state_key, value_json FROM agent_runner_state "
+                f"WHERE scope_key IN ({', '.join(['%s'] * len(by_key))})", list(by_key))
+            for key, state_key, value in cursor.fetchall():
+                snapshot[by_key[key]][state_key] = value_field.from_db_value(value, None,
+                                                                             connection)
+    return snapshot
+
+
+@sync_to_async
+def state_get(scope_key: str, state_key: str):
+    row = AgentRunnerState.objects.filter(scope_key=scope_key, state_key=state_key).first()
+    return None if row is None else row.value_json
+
+
+state_set = sync_to_async(_upsert_state)
+
+
+@sync_to_async
+def state_delete(scope_key: str, state_key: str) -> bool:
+    deleted, _ = AgentRunnerState.objects.filter(scope_key=scope_key, state_key=state_key).delete()
+    return bool(deleted)
+
+
+@sync_to_async
+def state_list(scope_key: str, prefix: str = "", limit: int = 100) -> tuple[list[str], bool]:
+    limit = max(1, min(int(limit or 100), 100))
+    rows = AgentRunnerState.objects.filter(scope_key=scope_key)
+    if prefix:
+        rows = rows.filter(state_key__startswith=prefix)
+    keys = list(rows.order_by("state_key").values_list("state_key", flat=True)[: limit + 1])
+    return keys[:limit], len(keys) > limit
+
+
+# --- steering ------------------------------------------------------------------------------
+
+@sync_to_async
+def enqueue_steering(run_id: str, event_id: str, item: dict, event_log: dict,
+                     user_transcript: dict | None) -> bool:
+    """Queue a message for an active run; False when the run is gone or its queue is full."""
+    with transaction.atomic():
+        active = AgentRun.objects.filter(run_id=run_id, status=RunStatus.RUNNING).exists()
+        queued = SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).count()
+        if not active or queued >= STEERING_QUEUE_MAX:
+            return False
+        EventLog.objects.create(**event_log)
+        SteeringItem.objects.create(run_id=run_id, event_id=event_id, item_json=item)
+        if user_transcript:
+            Transcript.objects.create(**user_transcript)
+    return True
+
+
+@sync_to_async
+def pull_steering(run_id: str, limit: int | None) -> list[dict]:
+    """Hand queued items over, oldest first, and mark them injected."""
+    with transaction.atomic():
+        items = list(
+            SteeringItem.objects.select_for_update()
+            .filter(run_id=run_id, status=SteeringStatus.QUEUED)
+            .order_by("id")[: limit or STEERING_QUEUE_MAX]
+        )
+        SteeringItem.objects.filter(pk__in=[item.pk for item in items]).update(
+            status=SteeringStatus.INJECTED, updated_at=timezone.now()
+        )
+    return [item.item_json for item in items]
+
+
+def transcript_text(content) -> str:
+    """Plain text of a message content: a string, or the text parts of a list, space-joined."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = " ".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("text")
+        )
+    else:
+        text = ""
+    return text[:TRANSCRIPT_MAX_CHARS]
+

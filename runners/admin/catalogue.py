@@ -1,0 +1,269 @@
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.html import format_html_join
+from pydantic import ValidationError
+
+from ledger.admin import pretty
+from runners.catalogue.trees import validate_trees
+from runners.execution.bindings import to_protocol
+from runners.execution.registry import disable_plugin_runners_sync
+from runners.models import (
+    AgentInstance,
+    AgentType,
+    Binding,
+    InvalidTransition,
+    PluginInstallation,
+    RunnerDescriptor,
+    SubAgent,
+)
+from runners.plugins.gateway import apply_plugin_settings
+
+
+class AgentTypeForm(forms.ModelForm):
+    class Meta:
+        model = AgentType
+        fields = [
+            "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
+            "fallback_models", "model_params", "mcp_servers", "is_active", "runner_id", "kind",
+            "disallow_transfer_to_parent", "disallow_transfer_to_peers",
+            "save_input_blobs_as_artifacts",
+        ]
+
+    def clean(self):
+        """A rename must keep names unique in every tree this type belongs to."""
+        cleaned = super().clean()
+        try:
+            validate_trees(self.instance)
+        except DjangoValidationError as exc:
+            self.add_error("name", exc.messages)
+        return cleaned
+
+
+class SubAgentFormSet(forms.BaseInlineFormSet):
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        kept = [form.cleaned_data for form in self.forms
+                if form.cleaned_data.get("child") and not form.cleaned_data.get("DELETE")]
+        kept.sort(key=lambda data: data.get("position") or 0)
+        children = [data["child"].pk for data in kept]
+        if len(set(children)) != len(children):
+            raise forms.ValidationError("An agent type is listed twice as a sub-agent.")
+        try:
+            validate_trees(self.instance, children)
+        except DjangoValidationError as exc:
+            raise forms.ValidationError(exc.messages) from exc
+
+
+class SubAgentInline(admin.TabularInline):
+    """The ordered sub-agents of this type: the tree its agents run (names unique per tree)."""
+
+    model = SubAgent
+    fk_name = "parent"
+    fields = ["child", "position"]
+    formset = SubAgentFormSet
+    autocomplete_fields = ["child"]
+    extra = 0
+    ordering = ["position", "id"]
+    verbose_name = "sub-agent"
+
+
+@admin.register(AgentType)
+class AgentTypeAdmin(admin.ModelAdmin):
+    form = AgentTypeForm
+    list_display = ["name", "slug", "kind", "runner_id", "primary_model", "is_active", "updated_at"]
+    list_filter = ["is_active", "kind", "runner_id"]
+    search_fields = ["name", "slug", "description"]
+    ordering = ["name"]
+    prepopulated_fields = {"slug": ["name"]}
+    readonly_fields = ["id", "created_at", "updated_at"]
+    inlines = [SubAgentInline]
+
+
+@admin.register(AgentInstance)
+class AgentInstanceAdmin(admin.ModelAdmin):
+    list_display = ["name", "agent_type", "project", "status", "created_at"]
+    list_filter = ["status", "agent_type", "project"]
+    search_fields = ["name", "project__name", "agent_type__name", "id"]
+    readonly_fields = ["id", "status", "created_by", "created_at", "updated_at"]
+    autocomplete_fields = ["project", "agent_type"]
+    actions = ["pause", "resume", "terminate"]
+
+    def _apply(self, request, queryset, action_name):
+        # Same rules as the API: each agent moves only if its current status allows it.
+        moved = 0
+        for agent in queryset:
+            try:
+                agent.transition(action_name)
+                moved += 1
+            except InvalidTransition as exc:
+                self.message_user(request, f"{agent.name}: {exc}", messages.WARNING)
+        if moved:
+            self.message_user(request, f"{action_name.capitalize()}d {moved} agent(s).", messages.SUCCESS)
+
+    @admin.action(description="Pause selected agents")
+    def pause(self, request, queryset):
+        self._apply(request, queryset, "pause")
+
+    @admin.action(description="Resume selected agents")
+    def resume(self, request, queryset):
+        self._apply(request, queryset, "resume")
+
+    @admin.action(description="Terminate selected agents")
+    def terminate(self, request, queryset):
+        self._apply(request, queryset, "terminate")
+
+
+class BindingForm(forms.ModelForm):
+    """Policies are checked with the same model the orchestrator uses; errors name the field."""
+
+    class Meta:
+        model = Binding
+        fields = ["binding_id", "enabled", "runner_id", "scope_type", "scope_id", "runner_config",
+                  "state_policy", "delivery_policy", "resource_policy"]
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            to_protocol(Binding(**cleaned))
+        except ValidationError as exc:
+            for error in exc.errors():
+                field = str(error["loc"][0]) if error["loc"] else None
+                field = field if field in self.fields else None
+                self.add_error(field, f"{'.'.join(map(str, error['loc']))}: {error['msg']}")
+        return cleaned
+
+
+@admin.register(Binding)
+class BindingAdmin(admin.ModelAdmin):
+    list_display = ["binding_id", "scope_type", "scope_id", "runner_id", "enabled", "updated_at"]
+    list_filter = ["scope_type", "enabled", "runner_id"]
+    search_fields = ["binding_id", "scope_id", "runner_id"]
+    readonly_fields = ["created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["binding_id", "enabled", "runner_id"]}),
+        ("Scope", {"fields": ["scope_type", "scope_id"],
+                   "description": "The most specific enabled binding answers: conversation, "
+                                  "then agent, project, global."}),
+        ("Runner config and policies", {"fields": ["runner_config", "state_policy",
+                                                   "delivery_policy", "resource_policy"]}),
+        ("Dates", {"fields": ["created_at", "updated_at"]}),
+    ]
+
+    form = BindingForm
+
+
+PERMISSION_AREAS = ("models", "tools", "knowledge_bases", "history", "events", "storage",
+                    "interactions")
+
+
+@admin.register(RunnerDescriptor)
+class RunnerDescriptorAdmin(admin.ModelAdmin):
+    """What the runtime (or LangHost itself) can run. Discovery writes these; nobody edits them."""
+
+    list_display = ["id", "display_label", "source", "plugin_version", "available", "last_seen_at"]
+    list_filter = ["available", "source", "plugin_author"]
+    search_fields = ["id", "runner_name", "plugin_name", "plugin_author"]
+    fieldsets = [
+        (None, {"fields": ["id", "source", "available", "last_seen_at", "label_text",
+                           "description_text"]}),
+        ("Plugin", {"fields": ["plugin_author", "plugin_name", "plugin_version", "runner_name"]}),
+        ("Contract", {"fields": ["usages", "supported_event_patterns", "capability_list",
+                                 "permission_list", "config_form"]}),
+        ("Raw manifest", {"classes": ["collapse"], "fields": ["manifest"]}),
+    ]
+    readonly_fields = ["id", "source", "available", "last_seen_at", "label_text",
+                       "description_text", "plugin_author", "plugin_name", "plugin_version",
+                       "runner_name", "usages", "supported_event_patterns", "capability_list",
+                       "permission_list", "config_form", "manifest"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="label")
+    def label_text(self, obj):
+        return obj.display_label
+
+    @admin.display(description="description")
+    def description_text(self, obj):
+        description = obj.description or {}
+        return description.get("en_US") or next(iter(description.values()), "") or "—"
+
+    @admin.display(description="capabilities")
+    def capability_list(self, obj):
+        enabled = sorted(name for name, on in (obj.capabilities or {}).items() if on)
+        return ", ".join(enabled) or "none"
+
+    @admin.display(description="permissions")
+    def permission_list(self, obj):
+        permissions = obj.permissions or {}
+        # In the manifest's order: JSON columns (PostgreSQL's jsonb) do not keep key order.
+        areas = [area for area in PERMISSION_AREAS if area in permissions]
+        areas += sorted(set(permissions) - set(PERMISSION_AREAS))
+        granted = [f"{area}: {', '.join(permissions[area])}" for area in areas if permissions[area]]
+        return "; ".join(granted) or "none"
+
+    @admin.display(description="config form")
+    def config_form(self, obj):
+        items = obj.config_schema or []
+        if not items:
+            return "no settings"
+        return format_html_join(
+            "", "<p><code>{}</code> ({}){}: {}</p>",
+            ((item.get("name"), item.get("type"), " required" if item.get("required") else "",
+              (item.get("label") or {}).get("en_US", "")) for item in items),
+        )
+
+    @admin.display(description="manifest")
+    def manifest(self, obj):
+        return pretty(obj.raw_manifest)
+
+
+@admin.register(PluginInstallation)
+class PluginInstallationAdmin(admin.ModelAdmin):
+    list_display = ["plugin_id", "version", "enabled", "status", "short_error", "updated_at"]
+    list_filter = ["enabled", "status"]
+    search_fields = ["author", "name"]
+    fields = ["author", "name", "version", "enabled", "priority", "config", "installation_uuid",
+              "status", "last_error", "created_at", "updated_at"]
+    readonly_fields = ["author", "name", "version", "installation_uuid", "status", "last_error",
+                       "created_at", "updated_at"]
+    actions = ["enable", "disable"]
+
+    def has_add_permission(self, request):
+        return False  # installations follow the plugin folders
+
+    @admin.display(description="last error")
+    def short_error(self, obj):
+        return obj.last_error[:80]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if {"enabled", "config", "priority"} & set(form.changed_data):
+            self._apply(request, [obj])
+
+    def _apply(self, request, installations):
+        # The runtime re-reads settings when it restarts the plugin; that happens in the
+        # background so the admin stays responsive.
+        for installation in installations:
+            if not installation.enabled:
+                disable_plugin_runners_sync(installation.author, installation.name)
+            apply_plugin_settings(installation.author, installation.name)
+        self.message_user(request, "The runtime is restarting "
+                          f"{', '.join(i.plugin_id for i in installations)} with the new settings.",
+                          messages.INFO)
+
+    @admin.action(description="Enable selected plugins")
+    def enable(self, request, queryset):
+        queryset.update(enabled=True)
+        self._apply(request, list(queryset))
+
+    @admin.action(description="Disable selected plugins")
+    def disable(self, request, queryset):
+        queryset.update(enabled=False)
+        self._apply(request, list(queryset))

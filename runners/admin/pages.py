@@ -1,0 +1,66 @@
+"""Admin pages that are not a model's changelist."""
+
+import time
+
+from asgiref.sync import async_to_sync
+from django.contrib import admin
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+
+from accounts.models import Project
+from ledger.models import AgentRun
+from runners.admin.dashboard import dashboard_context
+from runners.execution.registry import ensure_builtins_sync
+from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
+from runners.plugins.gateway import get_gateway
+
+
+async def _runtime_status() -> dict:
+    return await get_gateway().status()
+
+
+def runtime_status(request):
+    """Mode, state, uptime, plugins, runners and the last error of the runtime link."""
+    status = async_to_sync(_runtime_status)()
+    uptime = status.get("uptime")
+    context = {
+        **admin.site.each_context(request),
+        "title": "Plugin runtime",
+        "status": status,
+        "uptime": time.strftime("%H:%M:%S", time.gmtime(uptime)) if uptime else "—",
+        "installations": PluginInstallation.objects.order_by("author", "name"),
+        "runners": RunnerDescriptor.objects.order_by("-available", "id"),
+    }
+    return TemplateResponse(request, "admin/runners/runtime_status.html", context)
+
+
+def dashboard_index(request, extra_context=None):
+    """The admin index with the operator's dashboard above the app list."""
+    return admin.site.index(request, extra_context={"dashboard": dashboard_context(),
+                                                    **(extra_context or {})})
+
+
+def playground(request):
+    """Chat with an agent instance (or, for superusers, any runner) and watch its runs."""
+    visible = Project.objects.visible_to(request.user)
+    agents = (AgentInstance.objects.filter(project__in=visible)
+              .exclude(status=AgentInstance.Status.TERMINATED)
+              .select_related("project", "agent_type").order_by("project__name", "name"))
+    runners = RunnerDescriptor.objects.none()
+    if request.user.is_superuser:
+        ensure_builtins_sync()
+        runners = RunnerDescriptor.objects.filter(available=True).order_by("source", "id")
+    context = {
+        **admin.site.each_context(request),
+        "title": "Playground",
+        "agents": agents,
+        "runners": runners,
+        "selected": request.GET.get("target", ""),
+    }
+    return TemplateResponse(request, "admin/runners/playground.html", context)
+
+
+def run_detail(request, run_id):
+    """`/admin/runs/<run_id>/`: the run's change page, found by its run id."""
+    run = get_object_or_404(AgentRun, run_id=run_id)
+    return redirect("admin:ledger_agentrun_change", run.pk)

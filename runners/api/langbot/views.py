@@ -1,0 +1,150 @@
+"""The slice of LangBot's HTTP API its own end-to-end suite needs, answered by LangHost.
+
+LangBot answers `{"code": 0, "data": ...}` on success and `{"code": <non-zero>, "msg": ...}`
+otherwise; these views keep that shape.
+"""
+
+import json
+
+from django.contrib.auth import authenticate
+from django.db import transaction
+from django.http import StreamingHttpResponse
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.models import User
+from accounts.permissions import IsSuperuser
+from accounts.tokens import token_pair
+from runners.execution.agents import user_event
+from runners.execution.orchestrator import Orchestrator, RunRefused
+from runners.execution.protocol import AgentBinding
+from runners.models import RunnerDescriptor
+from runners.plugins.gateway import get_gateway
+
+
+def failure(message: str, status: int = 400, code: int = 1) -> Response:
+    return Response({"code": code, "msg": message}, status=status)
+
+
+class Credentials(serializers.Serializer):
+    user = serializers.EmailField()
+    password = serializers.CharField(max_length=128)
+
+
+def read_credentials(request) -> tuple[dict | None, Response | None]:
+    """`({user, password}, None)`, or `(None, failure)` naming the fields at fault."""
+    credentials = Credentials(data=request.data)
+    if not credentials.is_valid():
+        return None, failure(f"Invalid input: {', '.join(credentials.errors)}")
+    return credentials.validated_data, None
+
+
+class UserInitView(APIView):
+    """Create the first superuser; once any user exists, change nothing."""
+
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    def post(self, request):
+        credentials, refused = read_credentials(request)
+        if refused:
+            return refused
+        with transaction.atomic():
+            if User.objects.exists():
+                return Response({"code": 1, "msg": "LangHost is already initialized."})
+            User.objects.create_superuser(email=credentials["user"],
+                                          password=credentials["password"])
+        return Response({"code": 0, "msg": "ok"})
+
+
+class UserAuthView(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    def post(self, request):
+        credentials, refused = read_credentials(request)
+        if refused:
+            return refused
+        user = authenticate(request, email=credentials["user"].lower(),
+                            password=credentials["password"])
+        if user is None:
+            return failure("Incorrect user or password.", status=401)
+        return Response({"code": 0, "msg": "ok", "data": {"token": token_pair(user)["access_token"]}})
+
+
+class PipelineMetadataView(APIView):
+    """Pipeline config metadata: the `ai` group's `runner` stage lists the available runners."""
+
+    def get(self, request):
+        options = [
+            {"name": runner.id, "label": runner.label or {"en_US": runner.runner_name}}
+            for runner in RunnerDescriptor.objects.filter(available=True).order_by("id")
+        ]
+        runner_stage = {
+            "name": "runner",
+            "label": {"en_US": "Runner"},
+            "config": [{"name": "id", "label": {"en_US": "Runner"}, "type": "select",
+                        "required": True, "default": options[0]["name"] if options else "",
+                        "options": options}],
+        }
+        return Response({"code": 0, "msg": "ok", "data": {
+            "configs": [{"name": "ai", "label": {"en_US": "AI"}, "stages": [runner_stage]}]
+        }})
+
+
+class DebugAction(serializers.Serializer):
+    action = serializers.CharField(max_length=64)
+    timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
+    data = serializers.DictField()
+
+
+async def debug_run_body(event, binding):
+    """One JSON document: the runner's message.completed result, or why there was none."""
+    try:
+        outcome = await Orchestrator(get_gateway()).run_to_end(event, binding)
+    except RunRefused as exc:
+        yield json.dumps({"code": 1, "msg": str(exc)})
+        return
+    completed = next((m for m in outcome["messages"] if m["type"] == "message.completed"), None)
+    if completed is None:
+        yield json.dumps({"code": 1, "msg": f"Run {outcome['status']}: {outcome['status_reason']}",
+                          "data": {"run_id": outcome["run_id"], "status": outcome["status"]}})
+        return
+    yield json.dumps({"code": 0, "msg": "ok", "data": completed}, default=str)
+
+
+class DebugPluginActionView(APIView):
+    """`run_agent`: run a plugin runner with a context, through the orchestrator."""
+
+    permission_classes = [IsSuperuser]
+
+    def post(self, request):
+        body = DebugAction(data=request.data)
+        if not body.is_valid():
+            return failure(f"Invalid input: {', '.join(body.errors)}")
+        if body.validated_data["action"] != "run_agent":
+            return failure(f"Unsupported debug action {body.validated_data['action']!r}.")
+        data = body.validated_data["data"]
+        missing = [key for key in ("plugin_author", "plugin_name", "runner_name") if not data.get(key)]
+        if missing:
+            return failure(f"Missing {', '.join(missing)}.")
+        runner_id = f"plugin:{data['plugin_author']}/{data['plugin_name']}/{data['runner_name']}"
+        context = data.get("context") or {}
+        event = context.get("event") or {}
+        conversation = context.get("conversation") or {}
+        config = dict(context.get("config") or {})
+        if body.validated_data.get("timeout"):
+            config["timeout"] = body.validated_data["timeout"]
+        binding = AgentBinding(binding_id=f"debug:{runner_id}", runner_id=runner_id,
+                               runner_config=config,
+                               state_policy={"state_scopes": ["conversation", "actor", "subject",
+                                                              "runner"]})
+        run_event = user_event(
+            request.user, event_id=event.get("event_id"), event_type=event.get("event_type"),
+            conversation_id=conversation.get("conversation_id"),
+            input={"text": (context.get("input") or {}).get("text") or ""}, source="api",
+        )
+        return StreamingHttpResponse(debug_run_body(run_event, binding),
+                                     content_type="application/json")

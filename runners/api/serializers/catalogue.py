@@ -1,0 +1,137 @@
+import copy
+import json
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
+from rest_framework import serializers
+
+from runners.models import AgentInstance, AgentType, SubAgent
+
+
+class StringListField(serializers.ListField):
+    child = serializers.CharField(max_length=500)
+
+
+MAX_JSON_FIELD_BYTES = 64 * 1024
+
+
+def limit_json_size(value):
+    """Free-form JSON fields are bounded too: an oversize object is a 400, not a stored blob."""
+    if len(json.dumps(value)) > MAX_JSON_FIELD_BYTES:
+        raise serializers.ValidationError(
+            f"Ensure this value is at most {MAX_JSON_FIELD_BYTES // 1024} KB as JSON."
+        )
+    return value
+
+
+class AgentTypeSerializer(serializers.ModelSerializer):
+    """`sub_agents` is the ordered list of child agent type ids; writing it replaces the list.
+
+    Every write is checked against each agent tree it changes (no cycle, no type under two
+    parents, names unique within a tree); a violation is a 400 naming `sub_agents` or `name`.
+    """
+
+    expertise = StringListField(required=False, max_length=100)
+    fallback_models = StringListField(required=False, max_length=20)
+    model_params = serializers.DictField(required=False)
+    mcp_servers = serializers.ListField(required=False, max_length=50)
+    sub_agents = serializers.ListField(child=serializers.UUIDField(), required=False,
+                                       max_length=100)
+
+    class Meta:
+        model = AgentType
+        fields = [
+            "id", "name", "slug", "description", "expertise", "personality_prompt",
+            "primary_model", "fallback_models", "model_params", "mcp_servers", "is_active",
+            "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
+            "save_input_blobs_as_artifacts", "sub_agents", "created_at", "updated_at",
+        ]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["sub_agents"] = [str(link.child_id) for link in instance.sub_agent_links.all()]
+        return data
+
+    def validate_model_params(self, value):
+        return limit_json_size(value)
+
+    def validate_mcp_servers(self, value):
+        return limit_json_size(value)
+
+    def validate_sub_agents(self, value):
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("An agent type is listed twice.")
+        known = set(AgentType.objects.filter(pk__in=value).values_list("pk", flat=True))
+        unknown = [str(pk) for pk in value if pk not in known]
+        if unknown:
+            raise serializers.ValidationError(f"Unknown agent type id(s): {', '.join(unknown)}.")
+        return value
+
+    def validate(self, attrs):
+        from runners.catalogue.trees import validate_trees
+
+        # The type as it would be after this write (a rename changes its trees too).
+        candidate = copy.copy(self.instance) if self.instance is not None else AgentType()
+        for key, value in attrs.items():
+            if key != "sub_agents":
+                setattr(candidate, key, value)
+        try:
+            validate_trees(candidate, attrs.get("sub_agents"))
+        except DjangoValidationError as exc:
+            field = "sub_agents" if "sub_agents" in attrs else "name"
+            raise serializers.ValidationError({field: exc.messages}) from exc
+        return attrs
+
+    @transaction.atomic
+    def create(self, validated_data):
+        sub_agents = validated_data.pop("sub_agents", None)
+        instance = super().create(validated_data)
+        if sub_agents is not None:
+            self._set_sub_agents(instance, sub_agents)
+        return instance
+
+    @transaction.atomic
+    def update(self, instance, validated_data):
+        sub_agents = validated_data.pop("sub_agents", None)
+        instance = super().update(instance, validated_data)
+        if sub_agents is not None:
+            self._set_sub_agents(instance, sub_agents)
+        return instance
+
+    @staticmethod
+    def _set_sub_agents(instance, child_ids):
+        SubAgent.objects.filter(parent=instance).delete()
+        SubAgent.objects.bulk_create(
+            SubAgent(parent=instance, child_id=child_id, position=position)
+            for position, child_id in enumerate(child_ids)
+        )
+
+
+class AgentInstanceSerializer(serializers.ModelSerializer):
+    project_id = serializers.UUIDField(read_only=True)
+    agent_type_id = serializers.UUIDField(read_only=True)
+    agent_type_slug = serializers.CharField(source="agent_type.slug", read_only=True)
+
+    class Meta:
+        model = AgentInstance
+        fields = [
+            "id", "name", "status", "project_id", "agent_type_id", "agent_type_slug",
+            "created_at", "updated_at",
+        ]
+        read_only_fields = ["id", "status", "created_at", "updated_at"]
+
+
+class SpawnAgentSerializer(serializers.Serializer):
+    agent_type_id = serializers.UUIDField()
+    project_id = serializers.UUIDField(required=False)
+    name = serializers.CharField(max_length=200)
+
+
+class AgentMetricsSerializer(serializers.Serializer):
+    total_instances = serializers.IntegerField()
+    active_instances = serializers.IntegerField()
+    idle_instances = serializers.IntegerField()
+    total_tasks_completed = serializers.IntegerField()
+    total_tokens_used = serializers.IntegerField()
+    total_cost_incurred = serializers.FloatField()

@@ -1,0 +1,33 @@
+from django.urls import path
+
+from langhost.api import OptionalSlashRouter
+from runners.api.langbot import views as langbot_views
+from runners.api.views import catalogue as views
+from runners.api.views import conversations as conversation_views
+from runners.api.views import runs as run_views
+
+router = OptionalSlashRouter()
+router.register("agent-types", views.AgentTypeViewSet, basename="agent-type")
+router.register(
+    r"projects/(?P<project_id>[0-9a-f-]{36})/agents", views.ProjectAgentViewSet,
+    basename="project-agent",
+)
+_AGENT = r"projects/(?P<project_id>[0-9a-f-]{36})/agents/(?P<agent_id>[0-9a-f-]{36})"
+router.register(f"{_AGENT}/conversations", conversation_views.ConversationViewSet,
+                basename="agent-conversation")
+router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/artifacts",
+                conversation_views.ArtifactViewSet, basename="conversation-artifact")
+router.register("runs", run_views.RunViewSet, basename="run")
+router.register("runners", run_views.RunnerViewSet, basename="runner")
+
+# The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
+langbot_urlpatterns = [
+    path("user/init", langbot_views.UserInitView.as_view(), name="langbot-user-init"),
+    path("user/auth", langbot_views.UserAuthView.as_view(), name="langbot-user-auth"),
+    path("pipelines/_/metadata", langbot_views.PipelineMetadataView.as_view(),
+         name="langbot-pipeline-metadata"),
+    path("system/debug/plugin/action", langbot_views.DebugPluginActionView.as_view(),
+         name="langbot-debug-plugin-action"),
+]
+
+urlpatterns = router.urls + langbot_urlpatterns

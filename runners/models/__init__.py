@@ -1,0 +1,24 @@
+"""The runners app's models, one module per concern; re-exported here so the app label,
+`runners.models.X` references and the migrations stay as they were."""
+
+from runners.models.bindings import (
+    Binding,
+    default_delivery_policy,
+    default_resource_policy,
+    default_state_policy,
+)
+from runners.models.catalogue import (
+    DEFAULT_RUNNER_ID,
+    AgentInstance,
+    AgentKind,
+    AgentType,
+    InvalidTransition,
+    SubAgent,
+)
+from runners.models.plugins import PluginInstallation, PluginStorage, RunnerDescriptor
+
+__all__ = [
+    "DEFAULT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
+    "PluginInstallation", "PluginStorage", "RunnerDescriptor", "SubAgent",
+    "default_delivery_policy", "default_resource_policy", "default_state_policy",
+]

@@ -1,0 +1,322 @@
+"""The process's way to the plugin runtime: discovery, runs, status.
+
+In the embedded default this process owns the runtime link (`LocalGateway`). The gateway is
+bound to the event loop it was created in; `get_gateway()` hands out one per loop.
+"""
+
+import asyncio
+import contextvars
+import logging
+import os
+import shutil
+import uuid
+from contextlib import aclosing
+from pathlib import Path
+
+import yaml
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+
+from ledger.services import runs as ledger
+from runners.execution import registry
+from runners.models import PluginInstallation, RunnerDescriptor
+from runners.plugins.host import DjangoHost, installation_for_sync
+from runners.plugins.runtime.link import RuntimeLink
+
+logger = logging.getLogger(__name__)
+
+DISCOVERY_POLL_SECONDS = 0.25
+DISCOVERY_TIMEOUT_SECONDS = 15.0
+REFRESH_INTERVAL_SECONDS = 30.0
+HOUSEKEEPING_INTERVAL_SECONDS = 20.0
+
+
+def instance_id() -> str:
+    """A stable id for this LangHost installation: every runtime identity derives from it."""
+    path = Path(settings.DATA_DIR) / "instance_id"
+    if not path.exists():
+        path.write_text(str(uuid.uuid4()))
+    return path.read_text().strip()
+
+
+def read_manifest(folder: Path) -> dict | None:
+    try:
+        manifest = yaml.safe_load((folder / "manifest.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    metadata = manifest.get("metadata") or {}
+    if not (metadata.get("author") and metadata.get("name")):
+        return None
+    return metadata
+
+
+def prepare_runtime_dir(plugins_dir: Path, runtime_dir: Path) -> None:
+    """The runtime loads `./data/plugins/` from its cwd: point that at the plugins dir."""
+    target = runtime_dir / "data" / "plugins"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    plugins_dir.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink():
+        if target.resolve() == plugins_dir.resolve():
+            return
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
+    target.symlink_to(plugins_dir.resolve(), target_is_directory=True)
+
+
+def sync_installations_sync(plugins_dir: Path, instance: str) -> list[PluginInstallation]:
+    """One installation row per plugin folder (new folders start enabled)."""
+    rows = []
+    for folder in sorted(p for p in plugins_dir.iterdir() if p.is_dir()) if plugins_dir.exists() else []:
+        metadata = read_manifest(folder)
+        if metadata:
+            rows.append(installation_for_sync(instance, metadata["author"], metadata["name"],
+                                              str(metadata.get("version") or "")))
+    return rows
+
+
+class LocalGateway:
+    """Owns the runtime link in this process and keeps descriptors in step with it."""
+
+    def __init__(self, *, plugins_dir=None, runtime_dir=None, url=None, token=None,
+                 instance=None):
+        self.plugins_dir = Path(plugins_dir or settings.LANGHOST_PLUGINS_DIR)
+        self.runtime_dir = Path(runtime_dir or Path(settings.DATA_DIR) / "runtime")
+        self.instance_id = instance or instance_id()
+        url = url if url is not None else settings.LANGHOST_RUNTIME_URL
+        token = token if token is not None else settings.LANGHOST_RUNTIME_TOKEN
+        link_args = {"url": url, "token": token} if url else {"runtime_dir": self.runtime_dir}
+        self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
+                                on_state_change=self._on_state_change, **link_args)
+        self.loop = None
+        self.plugins: list[dict] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._started = False
+        self._stopping = False
+        self._settled = asyncio.Event()
+        self._discover_lock = asyncio.Lock()
+        # Plugins this gateway's discovery saw fail to load: later discoveries do not wait
+        # for them (else every rediscovery, and every run waiting on one, sits out the timeout).
+        self._failed_plugins: set[str] = set()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.loop = asyncio.get_running_loop()
+        await sync_to_async(sync_installations_sync)(self.plugins_dir, self.instance_id)
+        if self.link.mode == "stdio":
+            self.runtime_dir.mkdir(parents=True, exist_ok=True)
+            prepare_runtime_dir(self.plugins_dir, self.runtime_dir)
+        await self.link.start()
+        self._spawn(self._refresh_forever())
+        self._spawn(self._housekeeping_forever())
+
+    async def stop(self) -> None:
+        # A deliberate stop is not an outage: descriptors keep their availability.
+        self._stopping = True
+        # Cancel until they are gone: an SDK call (asyncio.wait_for on 3.11) can swallow a
+        # cancellation that arrives just as its answer does, and the task then runs on.
+        while pending := [task for task in self._tasks if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.5)
+        await self.link.stop()
+        self._started = self._stopping = False
+
+    def _spawn(self, coro) -> None:
+        # A fresh context: a task spawned from a request (admin -> async_to_sync) would
+        # otherwise inherit that request's asgiref executor and fail every sync_to_async
+        # ("CurrentThreadExecutor already quit") once the request has ended.
+        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_state_change(self, state: str, reason: str | None) -> None:
+        self._settled.clear()
+        if self._stopping:
+            return
+        if state == "ready":
+            self._spawn(self.discover())
+        elif state == "down":
+            self._spawn(registry.mark_plugins_unavailable())
+
+    # --- discovery -------------------------------------------------------------------------
+
+    async def discover(self, timeout: float = DISCOVERY_TIMEOUT_SECONDS) -> list[RunnerDescriptor]:
+        """Poll `list_runners` until the answer stops changing, then store it.
+
+        The runtime never says it is ready, and plugins register one by one after connect.
+        """
+        await self.start()
+        async with self._discover_lock:
+            await self.link.wait_ready(timeout)
+            loop = asyncio.get_running_loop()
+            give_up = loop.time() + timeout
+            expected = await sync_to_async(self._expected_plugins)()
+            previous, stable = None, 0
+            while True:
+                runners = await self.link.list_runners()
+                ids = sorted(self._runner_id(raw) for raw in runners)
+                stable = stable + 1 if ids == previous else 0
+                previous = ids
+                listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
+                # Every enabled plugin folder listed, confirmed by one more poll. A plugin whose
+                # process the runtime saw die is not waited for (the runtime keeps retrying it;
+                # later discoveries list it if it recovers); one that never registers and never
+                # dies visibly (e.g. ws mode: no runtime log) holds discovery until the timeout.
+                waiting_for = expected - self.link.exited_plugins
+                if (waiting_for <= listed and stable >= 1) or loop.time() > give_up:
+                    break
+                await asyncio.sleep(DISCOVERY_POLL_SECONDS)
+            self.plugins = await self.link.list_plugins()
+            stored = await registry.store_discovered(runners)
+            await sync_to_async(self._record_plugin_status)(listed)
+            self._settled.set()
+            return stored
+
+    def _expected_plugins(self) -> set[str]:
+        """Enabled plugins whose folders exist: discovery waits for them (up to its timeout)."""
+        rows = sync_installations_sync(self.plugins_dir, self.instance_id)
+        return {row.plugin_id for row in rows if row.enabled} - self._failed_plugins
+
+    def _record_plugin_status(self, listed: set[str]) -> None:
+        by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
+        failures = self.link.plugin_failures()
+        failed = set()
+        for installation in PluginInstallation.objects.all():
+            plugin = by_id.get(installation.plugin_id)
+            if not installation.enabled:
+                status, error = "disabled", ""
+            elif plugin is not None:
+                status = plugin.get("status") or "listed"
+                error = "" if installation.plugin_id in listed or status == "initialized" else (
+                    installation.last_error
+                )
+            else:
+                status = "failed"
+                error = failures.get(installation.plugin_id) or (
+                    "The runtime did not load this plugin; see the runtime log for its reason.")
+                failed.add(installation.plugin_id)
+            if (status, error) != (installation.status, installation.last_error):
+                installation.status, installation.last_error = status, error
+                installation.save(update_fields=["status", "last_error", "updated_at"])
+        self._failed_plugins = failed
+
+    @staticmethod
+    def _runner_id(raw: dict) -> str:
+        return f"plugin:{raw['plugin_author']}/{raw['plugin_name']}/{raw['runner_name']}"
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_INTERVAL_SECONDS)
+            if self.link.state == "ready":
+                try:
+                    await self.discover()
+                except Exception:
+                    logger.exception("periodic runner discovery failed")
+
+    async def _housekeeping_forever(self) -> None:
+        """Renew the leases of this process's runs and fail runs whose owner died."""
+        from runners.execution.orchestrator import OWNER_ID
+
+        while True:
+            try:
+                await ledger.renew_leases(OWNER_ID)
+                reaped = await ledger.reap_stale_runs()
+                if reaped:
+                    logger.warning("reaped %d stale runs: %s", len(reaped), ", ".join(reaped))
+            except Exception:
+                logger.exception("run housekeeping failed")
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_SECONDS)
+
+    # --- runs ------------------------------------------------------------------------------
+
+    async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
+        await self.start()
+        # A runtime that just (re)connected lists its plugins only once they registered again.
+        try:
+            async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
+                await self._settled.wait()
+        except TimeoutError:
+            raise RuntimeError(f"the runtime's runners did not settle within "
+                               f"{DISCOVERY_TIMEOUT_SECONDS:.0f}s ({self.link.state}: "
+                               f"{self.link.state_reason})") from None
+        stream = self.link.run_runner(descriptor.plugin_author, descriptor.plugin_name,
+                                      descriptor.runner_name, context, item_timeout)
+        async with aclosing(stream):
+            async for item in stream:
+                yield item
+
+    async def restart_plugin(self, author: str, name: str) -> None:
+        await self.start()
+        await self.link.wait_ready(DISCOVERY_TIMEOUT_SECONDS)
+        await self.link.restart_plugin(author, name)
+        self._failed_plugins.discard(f"{author}/{name}")  # a restart is a new chance to load
+        await self.discover()
+
+    async def status(self) -> dict:
+        return {**self.link.status(), "instance_id": self.instance_id,
+                "plugins_dir": str(self.plugins_dir), "discovery_settled": self._settled.is_set(),
+                "pid_self": os.getpid()}
+
+
+def require_runner_sync(runner_id: str) -> RunnerDescriptor:
+    """From sync code (a view): the available descriptor, asking the runtime once on a miss.
+
+    Raises `registry.RunnerNotFound`.
+    """
+
+    async def lookup():
+        return await registry.get_descriptor(runner_id, get_gateway().discover)
+
+    return async_to_sync(lookup)()
+
+
+def apply_plugin_settings(author: str, name: str) -> None:
+    """From sync code (admin): have this process's runtime restart a plugin with its settings.
+
+    Returns at once; the restart and the rediscovery after it run on the event loop.
+    """
+
+    async def schedule():
+        gateway = get_gateway()
+        if isinstance(gateway, LocalGateway):
+            # No runtime in this process (e.g. no event loop owns one): nothing to restart; the
+            # runtime reads the new settings when it next launches the plugin. Starting one
+            # here would tie it to a throwaway loop.
+            if gateway.loop is None:
+                return
+            gateway._spawn(gateway.restart_plugin(author, name))  # kept, and stopped with it
+        else:
+            await gateway.restart_plugin(author, name)  # a message to the owning process
+
+    async_to_sync(schedule)()
+
+
+def _plugin_id(plugin: dict) -> str:
+    """`author/name` of one `list_plugins` entry (its raw manifest's metadata)."""
+    metadata = ((plugin.get("manifest") or {}).get("manifest") or {}).get("metadata") or {}
+    return f"{metadata.get('author')}/{metadata.get('name')}"
+
+
+_gateways: dict[int, LocalGateway] = {}
+
+
+def get_gateway():
+    """The gateway of the running event loop (created, not yet started, on first use).
+
+    With `LANGHOST_RUNTIME_WORKER` set, another process owns the runtime (`manage.py runtime`)
+    and this one reaches it through the Channels layer.
+    """
+    loop = asyncio.get_running_loop()
+    if settings.LANGHOST_RUNTIME_WORKER:
+        from runners.plugins.worker import ChannelGateway
+
+        return ChannelGateway()
+    gateway = _gateways.get(id(loop))
+    if gateway is None or gateway.loop not in (None, loop):
+        gateway = _gateways[id(loop)] = LocalGateway()
+    return gateway

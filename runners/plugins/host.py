@@ -1,0 +1,86 @@
+"""What LangHost answers when the plugin runtime calls the host: plugin settings from
+`PluginInstallation`, binary storage in `PluginStorage`, and the in-run APIs."""
+
+import base64
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+
+from runners.models import PluginInstallation, PluginStorage
+from runners.plugins import run_api
+from runners.plugins.runtime.host import HostActions, HostError
+from runners.plugins.runtime.identity import plugin_installation_uuid
+
+
+def installation_for_sync(instance_id: str, author: str, name: str, version: str = "") -> PluginInstallation:
+    """The installation row of a plugin folder, created (enabled) the first time it is seen."""
+    # Asked on every plugin launch and discovery: read first, so the common case takes no write
+    # lock (transactions BEGIN IMMEDIATE on SQLite).
+    installation = PluginInstallation.objects.filter(author=author, name=name).first()
+    if installation is not None and (not version or installation.version == version):
+        return installation
+    try:
+        with transaction.atomic():
+            installation, created = PluginInstallation.objects.get_or_create(
+                author=author, name=name,
+                defaults={"version": version,
+                          "installation_uuid": plugin_installation_uuid(instance_id, author, name)},
+            )
+    except IntegrityError:  # created concurrently
+        installation, created = PluginInstallation.objects.get(author=author, name=name), False
+    if not created and version and installation.version != version:
+        installation.version = version
+        installation.save(update_fields=["version", "updated_at"])
+    return installation
+
+
+class DjangoHost(HostActions):
+    def __init__(self, instance_id: str):
+        self.instance_id = instance_id
+
+    async def get_plugin_settings(self, plugin_author: str, plugin_name: str) -> dict:
+        installation = await sync_to_async(installation_for_sync)(
+            self.instance_id, plugin_author, plugin_name
+        )
+        return {
+            "enabled": installation.enabled,
+            "priority": installation.priority,
+            "plugin_config": installation.config or {},
+            "installation_uuid": installation.installation_uuid,
+            "install_source": "local",
+            "install_info": {},
+        }
+
+    async def initialize_plugin_settings(self, data: dict) -> None:
+        await sync_to_async(installation_for_sync)(
+            self.instance_id, data.get("plugin_author", ""), data.get("plugin_name", "")
+        )
+
+    async def get_binary_storage(self, owner_type: str, owner: str, key: str) -> bytes:
+        row = await PluginStorage.objects.filter(owner_type=owner_type, owner=owner, key=key).afirst()
+        if row is None:
+            raise HostError("storage.not_found", f"no {owner_type} storage key {key!r}")
+        return bytes(row.value)
+
+    async def set_binary_storage(self, owner_type: str, owner: str, key: str, value: bytes) -> None:
+        await PluginStorage.objects.aupdate_or_create(
+            owner_type=owner_type, owner=owner, key=key, defaults={"value": value}
+        )
+
+    async def get_binary_storage_keys(self, owner_type: str, owner: str) -> list[str]:
+        rows = PluginStorage.objects.filter(owner_type=owner_type, owner=owner).order_by("key")
+        return [key async for key in rows.values_list("key", flat=True)]
+
+    async def delete_binary_storage(self, owner_type: str, owner: str, key: str) -> None:
+        await PluginStorage.objects.filter(owner_type=owner_type, owner=owner, key=key).adelete()
+
+    async def get_config_file(self, data: dict) -> dict:
+        """Config files are uploads a plugin's config form refers to, kept in plugin storage."""
+        key = data.get("file_key") or ""
+        row = await PluginStorage.objects.filter(owner_type="config_file", key=key).afirst()
+        if row is None:
+            raise HostError("config_file.not_found", f"no config file {key!r}")
+        return {"file_base64": base64.b64encode(bytes(row.value)).decode()}
+
+    async def handle_run_api(self, action: str, data: dict, context: dict | None) -> dict:
+        return await run_api.handle(action, data, context)

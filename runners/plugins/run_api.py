@@ -1,0 +1,182 @@
+"""In-run APIs a runner calls back through the runtime (state, history, events, runs,
+steering, prompt), each authorized from the database.
+
+Every call names its run. The run's persisted authorization snapshot decides: the run exists,
+the caller is the plugin that runs it, the API was granted, the state scope is enabled, and
+writes target an active run. Refusals raise `HostError` with a stable code.
+"""
+
+import json
+
+from asgiref.sync import sync_to_async
+
+from ledger.models import AgentRun, EventLog, RunStatus
+from ledger.selectors import runs as readers
+from ledger.services import runs as ledger
+from runners.execution.orchestrator import Orchestrator
+from runners.models import PluginInstallation
+from runners.plugins.runtime.host import HostError
+
+# action -> the available_apis flag that grants it
+API_FLAGS = {
+    "state_get": "state", "state_set": "state", "state_delete": "state", "state_list": "state",
+    "history_page": "history_page", "history_search": "history_search",
+    "event_get": "event_get", "event_page": "event_page",
+    "run_get": "run_get", "run_list": "run_list", "run_events_page": "run_events_page",
+    "run_cancel": "run_cancel", "steering_pull": "steering_pull", "get_prompt": "prompt_get",
+}
+WRITES = {"state_set", "state_delete", "run_cancel", "steering_pull"}
+STATE_KEY_ALIASES = {"conversation_id": "external.conversation_id"}
+
+
+@sync_to_async
+def _load(run_id: str, installation_uuid: str | None) -> tuple[AgentRun | None, str | None]:
+    run = AgentRun.objects.filter(run_id=run_id).first()
+    plugin = None
+    if installation_uuid:
+        installation = PluginInstallation.objects.filter(installation_uuid=installation_uuid).first()
+        plugin = installation.plugin_id if installation else None
+    return run, plugin
+
+
+async def authorize(action: str, data: dict, context: dict | None) -> tuple[AgentRun, dict]:
+    run_id = data.get("run_id")
+    if not run_id:
+        raise HostError("run.required", f"{action} must name the run it belongs to")
+    run, context_plugin = await _load(str(run_id), (context or {}).get("installation_uuid"))
+    if run is None:
+        raise HostError("run.not_found", f"run {run_id} does not exist")
+    auth = run.authorization_json or {}
+    owner = auth.get("plugin_identity")
+    for claimed in (data.get("caller_plugin_identity"), context_plugin):
+        if claimed and claimed != owner:
+            raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {claimed}")
+    flag = API_FLAGS[action]
+    if not (auth.get("available_apis") or {}).get(flag):
+        raise HostError("api.not_available", f"{action} is not available for this run")
+    if action in WRITES and run.status != RunStatus.RUNNING:
+        raise HostError("run.not_active", f"run {run_id} is {run.status}; {action} needs an active run")
+    return run, auth
+
+
+def _scope_key(auth: dict, scope) -> str:
+    info = (auth.get("state_context") or {}).get(scope)
+    if info is None:
+        raise HostError("state.scope_not_enabled", f"state scope {scope!r} is not enabled for this run")
+    return info["scope_key"]
+
+
+def _state_key(data: dict) -> str:
+    key = data.get("key")
+    if not isinstance(key, str) or not key:
+        raise HostError("state.key_required", "a non-empty state key is required")
+    return STATE_KEY_ALIASES.get(key, key)
+
+
+async def _state(action: str, data: dict, auth: dict) -> dict:
+    scope = data.get("scope")
+    scope_key = _scope_key(auth, scope)
+    if action == "state_list":
+        prefix = STATE_KEY_ALIASES.get(data.get("prefix") or "", data.get("prefix") or "")
+        keys, has_more = await ledger.state_list(scope_key, prefix, data.get("limit") or 100)
+        return {"keys": keys, "has_more": has_more}
+    key = _state_key(data)
+    if action == "state_get":
+        return {"value": await ledger.state_get(scope_key, key)}
+    if action == "state_delete":
+        return {"success": await ledger.state_delete(scope_key, key)}
+    value = data.get("value")
+    try:
+        size = len(json.dumps(value).encode())
+    except (TypeError, ValueError) as exc:
+        raise HostError("state.not_json", "state value must be JSON") from exc
+    if size > ledger.STATE_VALUE_MAX_BYTES:
+        raise HostError("state.too_large", f"state value is {size} bytes; the limit is 256 KiB")
+    identity = auth["state_context"][scope]["identity"]
+    await ledger.state_set(ledger.StateWrite(scope=scope, scope_key=scope_key, state_key=key,
+                                             value=value, identity=identity))
+    return {"success": True}
+
+
+@sync_to_async
+def _target_run(run: AgentRun, target_run_id) -> AgentRun:
+    """The caller's run, or another run of the same runner in the same conversation."""
+    if not target_run_id or target_run_id == run.run_id:
+        return run
+    target = AgentRun.objects.filter(run_id=target_run_id).first()
+    if (target is None or target.runner_id != run.runner_id or not run.conversation_id
+            or target.conversation_id != run.conversation_id or target.thread_id != run.thread_id):
+        raise HostError("run.not_found", f"run {target_run_id} is not visible to this run")
+    return target
+
+
+def _own_conversation(run: AgentRun, requested) -> None:
+    if not run.conversation_id:
+        raise HostError("conversation.required", "this run has no conversation")
+    if requested and requested != run.conversation_id:
+        raise HostError("conversation.forbidden", "only the run's own conversation is readable")
+
+
+@sync_to_async
+def _event_get(run: AgentRun, event_id) -> dict:
+    entry = EventLog.objects.filter(event_id=event_id).first()
+    visible = entry is not None and (
+        entry.event_id == run.event_id
+        or (run.conversation_id and entry.conversation_id == run.conversation_id
+            and entry.thread_id == run.thread_id)
+    )
+    if not visible:
+        raise HostError("event.not_found", f"event {event_id} is not visible to this run")
+    return readers.sdk_event_record(entry)
+
+
+async def handle(action: str, data: dict, context: dict | None) -> dict:
+    """Answer one in-run API call, or raise HostError."""
+    if action not in API_FLAGS:
+        raise HostError("host.unsupported", f"{action} is not supported by LangHost")
+    run, auth = await authorize(action, data, context)
+    if action.startswith("state_"):
+        return await _state(action, data, auth)
+    if action == "run_get":
+        return readers.sdk_run(await _target_run(run, data.get("target_run_id")))
+    if action == "run_events_page":
+        target = await _target_run(run, data.get("target_run_id"))
+        return await sync_to_async(readers.run_events_page_sync)(
+            target.run_id, before_cursor=data.get("before_cursor"),
+            after_cursor=data.get("after_cursor"), limit=data.get("limit"),
+            direction=data.get("direction") or "forward")
+    if action == "run_cancel":
+        target = await _target_run(run, data.get("target_run_id"))
+        await Orchestrator.cancel(target.run_id, data.get("reason") or "cancelled by the runner")
+        return readers.sdk_run(await AgentRun.objects.aget(pk=target.pk))
+    if action == "run_list":
+        _own_conversation(run, data.get("conversation_id"))
+        return await sync_to_async(readers.run_list_sync)(
+            runner_id=run.runner_id, conversation_id=run.conversation_id,
+            thread_id=run.thread_id, statuses=data.get("statuses"),
+            before_cursor=data.get("before_cursor"), limit=data.get("limit"))
+    if action == "history_page":
+        _own_conversation(run, data.get("conversation_id"))
+        return await sync_to_async(readers.history_page_sync)(
+            run.conversation_id, run.thread_id, before_cursor=data.get("before_cursor"),
+            after_cursor=data.get("after_cursor"), limit=data.get("limit"),
+            direction=data.get("direction") or "backward",
+            include_attachments=bool(data.get("include_attachments")))
+    if action == "history_search":
+        _own_conversation(run, (data.get("filters") or {}).get("conversation_id"))
+        return await sync_to_async(readers.history_search_sync)(
+            run.conversation_id, run.thread_id, data.get("query") or "", data.get("top_k"))
+    if action == "event_get":
+        return await _event_get(run, data.get("event_id"))
+    if action == "event_page":
+        _own_conversation(run, data.get("conversation_id"))
+        return await sync_to_async(readers.event_page_sync)(
+            run.conversation_id, run.thread_id, event_types=data.get("event_types"),
+            before_cursor=data.get("before_cursor"), limit=data.get("limit"))
+    if action == "steering_pull":
+        mode = (data.get("mode") or "all").replace("-", "_")
+        limit = 1 if mode in {"one", "one_at_a_time"} else data.get("limit")
+        return {"items": await ledger.pull_steering(run.run_id, limit)}
+    # get_prompt: the persona the binding carries, as a system message.
+    prompt = (run.authorization_json or {}).get("prompt") or ""
+    return {"prompt": [{"role": "system", "content": prompt}] if prompt else []}

@@ -1,0 +1,28 @@
+"""Connection to the LangBot plugin SDK runtime (pure asyncio, no Django).
+
+See docs: /work/shared/docs/runtime-protocol.md. Django-backed behaviour is
+injected through ``HostActions``.
+"""
+
+from runners.plugins.runtime.host import HostActions, HostError, MemoryHost
+from runners.plugins.runtime.identity import Identity, plugin_installation_uuid
+from runners.plugins.runtime.link import (
+    LinkLost,
+    LinkNotReady,
+    RuntimeLink,
+    RuntimeLinkError,
+    item_timeout_for,
+)
+
+__all__ = [
+    "HostActions",
+    "HostError",
+    "Identity",
+    "LinkLost",
+    "LinkNotReady",
+    "MemoryHost",
+    "RuntimeLink",
+    "RuntimeLinkError",
+    "item_timeout_for",
+    "plugin_installation_uuid",
+]

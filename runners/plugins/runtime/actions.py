@@ -1,0 +1,127 @@
+"""Answering the runtime's calls into the host.
+
+The runtime calls every ``RuntimeToLangBotAction`` and relays every
+``PluginToRuntimeAction`` a plugin sends under the same name, so a handler is
+registered for each of them and delegated to ``HostActions`` (whose defaults
+refuse with ``host.unsupported``). Any other name gets the SDK's own error
+frame "ValueError: Action <name> not found".
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from langbot_plugin.entities.io.actions.enums import (
+    PluginToRuntimeAction,
+    RuntimeToLangBotAction,
+)
+from langbot_plugin.entities.io.resp import ActionResponse
+from langbot_plugin.runtime.io.handler import Handler
+
+from runners.plugins.runtime.host import HostActions, HostError
+
+logger = logging.getLogger(__name__)
+
+# Streamed plugin -> host calls (the runtime uses call_action_generator for these).
+STREAMED_ACTIONS = frozenset({PluginToRuntimeAction.INVOKE_LLM_STREAM.value})
+
+
+def _error_response(action: str, exc: Exception) -> ActionResponse:
+    """A host failure becomes an error frame with a stable code in its text."""
+    if isinstance(exc, HostError):
+        return ActionResponse.error(str(exc), {"error": exc.as_error()})
+    logger.exception("host action %s failed", action)
+    error = HostError("host.internal_error", f"{action} failed: {exc.__class__.__name__}: {exc}")
+    return ActionResponse.error(str(error), {"error": error.as_error()})
+
+
+class HostHandler(Handler):
+    """The SDK Handler (framing, seq ids, streams, cancel) with host actions."""
+
+    name = "LangHost"
+
+    def __init__(self, connection: Any, host: HostActions, *, file_storage_dir: str):
+        # cancel_active_tasks_on_close: host work for a dead connection has no
+        # one to answer to, so it is cancelled rather than left running.
+        super().__init__(
+            connection, file_storage_dir=file_storage_dir, cancel_active_tasks_on_close=True
+        )
+        self.host = host
+        self._register_settings_and_storage()
+        for action in PluginToRuntimeAction:
+            if action.value in STREAMED_ACTIONS:
+                self._register_stream(action)
+            elif action.value not in self.actions:
+                self._register_run_api(action)
+
+    def _context(self) -> dict[str, Any] | None:
+        context = self.current_action_context
+        return None if context is None else context.model_dump(mode="json")
+
+    def _register(self, action: Any, answer: Callable[[dict[str, Any]], Awaitable[dict]]) -> None:
+        async def respond(data: dict[str, Any]) -> ActionResponse:
+            try:
+                return ActionResponse.success(await answer(data))
+            except Exception as exc:
+                return _error_response(action.value, exc)
+
+        self.actions[action.value] = respond
+
+    def _register_settings_and_storage(self) -> None:
+        host = self.host
+        actions = RuntimeToLangBotAction
+
+        async def get_plugin_settings(data: dict[str, Any]) -> dict:
+            return await host.get_plugin_settings(data["plugin_author"], data["plugin_name"])
+
+        async def initialize_plugin_settings(data: dict[str, Any]) -> dict:
+            await host.initialize_plugin_settings(data)
+            return {}
+
+        async def get_binary_storage(data: dict[str, Any]) -> dict:
+            value = await host.get_binary_storage(data["owner_type"], data["owner"], data["key"])
+            return {"value_base64": base64.b64encode(value).decode("ascii")}
+
+        async def set_binary_storage(data: dict[str, Any]) -> dict:
+            value = base64.b64decode(data["value_base64"], validate=True)
+            await host.set_binary_storage(data["owner_type"], data["owner"], data["key"], value)
+            return {}
+
+        async def get_binary_storage_keys(data: dict[str, Any]) -> dict:
+            return {"keys": await host.get_binary_storage_keys(data["owner_type"], data["owner"])}
+
+        async def delete_binary_storage(data: dict[str, Any]) -> dict:
+            await host.delete_binary_storage(data["owner_type"], data["owner"], data["key"])
+            return {}
+
+        async def get_config_file(data: dict[str, Any]) -> dict:
+            return await host.get_config_file(data)
+
+        self._register(actions.GET_PLUGIN_SETTINGS, get_plugin_settings)
+        self._register(actions.INITIALIZE_PLUGIN_SETTINGS, initialize_plugin_settings)
+        self._register(actions.GET_BINARY_STORAGE, get_binary_storage)
+        self._register(actions.SET_BINARY_STORAGE, set_binary_storage)
+        self._register(actions.GET_BINARY_STORAGE_KEYS, get_binary_storage_keys)
+        self._register(actions.DELETE_BINARY_STORAGE, delete_binary_storage)
+        # Same name as PluginToRuntimeAction.GET_CONFIG_FILE, so that one is covered too.
+        self._register(actions.GET_CONFIG_FILE, get_config_file)
+
+    def _register_run_api(self, action: PluginToRuntimeAction) -> None:
+        async def answer(data: dict[str, Any]) -> dict:
+            return await self.host.handle_run_api(action.value, data, self._context())
+
+        self._register(action, answer)
+
+    def _register_stream(self, action: PluginToRuntimeAction) -> None:
+        async def respond(data: dict[str, Any]) -> AsyncIterator[ActionResponse]:
+            # An error frame ends a stream, so a failure is the last item.
+            try:
+                async for item in self.host.stream_run_api(action.value, data, self._context()):
+                    yield ActionResponse.success(item)
+            except Exception as exc:
+                yield _error_response(action.value, exc)
+
+        self.actions[action.value] = respond

@@ -1,0 +1,454 @@
+"""One supervised control connection to one SDK runtime.
+
+stdio mode spawns the runtime and restarts it when it exits; ws mode connects
+to a separately started runtime and reconnects when the connection drops.
+Either way every (re)connection repeats the handshake: ``__ping``,
+``set_runtime_config`` (no context), then ``list_plugins`` with the constant
+installation binding, which pins the workspace and releases plugin launch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from langbot_plugin.entities.io.actions.enums import CommonAction, LangBotToRuntimeAction
+from langbot_plugin.entities.io.context import parse_action_envelope_context
+from langbot_plugin.entities.io.errors import (
+    ActionCallError,
+    ActionCallTimeoutError,
+    ConnectionClosedError,
+)
+from langbot_plugin.runtime.io.connection import Connection
+from langbot_plugin.runtime.io.connections.stdio import StdioConnection
+from langbot_plugin.runtime.io.controllers.ws.client import WebSocketClientController
+from langbot_plugin.runtime.security import PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER
+
+from runners.plugins.runtime.actions import HostHandler
+from runners.plugins.runtime.host import HostActions
+from runners.plugins.runtime.identity import Identity
+from runners.plugins.runtime.process import free_port, spawn_runtime, stop_runtime
+
+logger = logging.getLogger(__name__)
+runtime_logger = logging.getLogger("langbot.runtime")
+
+RUNTIME_LOG_LINES = 500
+_PLUGIN_IN_LOG = re.compile(r"[Pp]lugin ([\w.-]+/[\w.-]+)|data/plugins/([\w.-]+__[\w.-]+)")
+# "Plugin process exited unexpectedly; restarting data/plugins/<author>__<name> in 1.0s"
+_PLUGIN_EXIT_IN_LOG = re.compile(r"exited unexpectedly; restarting data/plugins/([\w.-]+__[\w.-]+)")
+_ERROR_IN_LOG = re.compile(r"^(?:[\w.]*Error: )*(\w*(?:Error|Exception): .+)$")
+
+
+def _error_text(line: str) -> str | None:
+    """The innermost `SomeError: text` of a traceback's last line, if this is one."""
+    match = _ERROR_IN_LOG.match(line.strip())
+    return match.group(1) if match else None
+
+# The runtime accepts at most 128 concurrent inbound actions per connection and
+# answers "busy" beyond; queueing here turns overload into latency instead.
+MAX_IN_FLIGHT = 128
+# Without a deadline the runtime itself allows 300 s between streamed results.
+DEFAULT_ITEM_TIMEOUT = 300.0
+# A session that stayed up this long resets the restart backoff.
+STABLE_SESSION_SECONDS = 10.0
+
+StateCallback = Callable[[str, str | None], None]
+
+
+class RuntimeLinkError(Exception):
+    """A call over the link failed (error frame, timeout, bad state)."""
+
+
+class LinkNotReady(RuntimeLinkError):
+    """The link has no ready connection right now."""
+
+
+class LinkLost(RuntimeLinkError):
+    """The connection died while the call was in flight."""
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{exc.__class__.__name__}: {exc}"
+
+
+def item_timeout_for(context: dict[str, Any]) -> float:
+    """Seconds to wait between streamed results: the run's deadline + 1 s, else 300 s."""
+    deadline_at = (context.get("runtime") or {}).get("deadline_at")
+    if deadline_at is None:
+        return DEFAULT_ITEM_TIMEOUT
+    return max(float(deadline_at) - time.time() + 1.0, 0.001)
+
+
+class RuntimeLink:
+    """Owns one runtime connection; give either ``runtime_dir`` (stdio) or ``url`` (ws).
+
+    ``runtime_dir`` becomes the runtime's cwd: it loads plugins from
+    ``runtime_dir/data/plugins/<author>__<name>/``.
+    """
+
+    def __init__(
+        self,
+        host: HostActions,
+        instance_id: str,
+        *,
+        runtime_dir: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        transfer_dir: str | os.PathLike[str] | None = None,
+        worker_policy: dict[str, Any] | None = None,
+        ping_interval: float = 10.0,
+        ping_timeout: float = 5.0,
+        handshake_timeout: float = 30.0,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        on_state_change: StateCallback | None = None,
+    ):
+        if (runtime_dir is None) == (url is None):
+            raise ValueError("give exactly one of runtime_dir (stdio) or url (ws)")
+        self.host = host
+        self.identity = Identity(instance_id)
+        self.mode = "ws" if url else "stdio"
+        self.runtime_dir = None if runtime_dir is None else os.fspath(runtime_dir)
+        self.url = url
+        self.token = token
+        self.transfer_dir = (
+            os.fspath(transfer_dir) if transfer_dir else self._default_transfer_dir()
+        )
+        self.worker_policy = worker_policy
+        self.ping_interval = ping_interval
+        self.ping_timeout = ping_timeout
+        self.handshake_timeout = handshake_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.on_state_change = on_state_change
+
+        self.state = "down"
+        self.state_reason: str | None = "not started"
+        self.connected_since: float | None = None
+        self.last_error: str | None = None
+        self.pid: int | None = None
+        self.log_tail: collections.deque[str] = collections.deque(maxlen=RUNTIME_LOG_LINES)
+        # "author/name" of plugins whose process the current runtime reported dead (stdio only).
+        self.exited_plugins: set[str] = set()
+        self.sessions = 0
+
+        self._binding = parse_action_envelope_context(self.identity.binding())
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._ready = asyncio.Event()
+        self._handler: HostHandler | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def _default_transfer_dir(self) -> str:
+        # The SDK Handler would otherwise use data/temp/lbp under the host's cwd.
+        if self.runtime_dir is not None:
+            return os.path.join(self.runtime_dir, "data", "temp", "langhost")
+        return os.path.join(tempfile.gettempdir(), f"langhost-{self.identity.instance_uuid}")
+
+    # ---- lifecycle -------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._supervise(), name="runtime-link")
+
+    async def stop(self) -> None:
+        """Close the connection; in stdio mode SIGTERM the runtime, 2 s grace, then SIGKILL."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._set_state("down", "stopped")
+
+    async def wait_ready(self, timeout: float) -> None:
+        if self._ready.is_set():
+            return
+        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+        # arrives as the event is set, and the caller (e.g. a discovery being stopped)
+        # then runs on as if never cancelled.
+        try:
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        except TimeoutError:
+            raise LinkNotReady(
+                f"runtime link not ready after {timeout}s: {self.state} ({self.state_reason}); "
+                f"last error: {self.last_error}"
+            ) from None
+
+    def status(self) -> dict[str, Any]:
+        since = self.connected_since
+        return {
+            "mode": self.mode,
+            "state": self.state,
+            "state_reason": self.state_reason,
+            "connected_since": since,
+            "uptime": None if since is None else time.time() - since,
+            "last_error": self.last_error,
+            "pid": self.pid,
+            "sessions": self.sessions,
+        }
+
+    def _set_state(self, state: str, reason: str | None) -> None:
+        """Record a transition; a new reason for the same state only refines it."""
+        changed = state != self.state
+        self.state, self.state_reason = state, reason
+        if not changed:
+            return
+        if state == "ready":
+            self.connected_since = time.time()
+            self._ready.set()
+        else:
+            self.connected_since = None
+            self._ready.clear()
+        logger.info("runtime link %s: %s (%s)", self.mode, state, reason)
+        if self.on_state_change is not None:
+            try:
+                self.on_state_change(state, reason)
+            except Exception:
+                logger.exception("runtime link state callback failed")
+
+    async def _supervise(self) -> None:
+        delay = self.backoff_initial
+        loop = asyncio.get_running_loop()
+        while True:
+            self.sessions += 1
+            started = loop.time()
+            self._set_state("connecting", "starting runtime" if self.mode == "stdio" else self.url)
+            try:
+                if self.mode == "stdio":
+                    await self._stdio_session()
+                else:
+                    await self._ws_session()
+                reason = "connection closed"
+            except Exception as exc:
+                reason = _describe(exc)
+            # Only stop() ends a session on purpose (by cancelling this task).
+            self.last_error = reason
+            logger.warning("runtime link session ended: %s", reason)
+            self._set_state("down", reason)
+            if loop.time() - started >= STABLE_SESSION_SECONDS:
+                delay = self.backoff_initial
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff_max)
+
+    async def _stdio_session(self) -> None:
+        self.exited_plugins = set()
+        process = await spawn_runtime(self.runtime_dir, free_port())
+        self.pid = process.pid
+        reading_log = asyncio.create_task(self._read_log(process.stderr))
+        try:
+            connection = StdioConnection(
+                process.stdout,
+                process.stdin,
+                process=process,
+                # As the SDK's StdioClientController does for its first frame.
+                reserve_first_message_decode=True,
+                reserve_first_message_send=True,
+            )
+            await self._serve(connection)
+            # The closed pipe can be seen a moment before the exit status.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await process.wait()
+            if process.returncode is not None:
+                raise RuntimeLinkError(f"runtime exited with code {process.returncode}")
+        finally:
+            await stop_runtime(process)
+            self.pid = None
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await reading_log
+
+    async def _read_log(self, stream: asyncio.StreamReader) -> None:
+        """Keep the runtime's recent log lines (see `plugin_failures`) and pass them on."""
+        while line := await stream.readline():
+            text = line.decode(errors="replace").rstrip()
+            self.log_tail.append(text)
+            if exited := _PLUGIN_EXIT_IN_LOG.search(text):
+                self.exited_plugins.add(exited.group(1).replace("__", "/", 1))
+            runtime_logger.info("%s", text)
+
+    def plugin_failures(self) -> dict[str, str]:
+        """`{"author/name": last error}` from the runtime's recent log. Only meaningful for
+        plugins that are not running: a running plugin may have failed before and recovered.
+
+        An error line belongs to the plugin whose process exit the runtime logs next
+        ("exited unexpectedly; restarting data/plugins/<author>__<name>"); failing that, to
+        the plugin the log last mentioned. Plugins start concurrently and their log lines
+        interleave, so the last mention alone can name the wrong one.
+        """
+        confirmed: dict[str, str] = {}
+        guessed: dict[str, str] = {}
+        current = pending = None
+        for line in self.log_tail:
+            if exited := _PLUGIN_EXIT_IN_LOG.search(line):
+                plugin = exited.group(1).replace("__", "/", 1)
+                if pending:
+                    confirmed[plugin] = pending
+                current, pending = plugin, None
+            elif match := _PLUGIN_IN_LOG.search(line):
+                current = (match.group(1) or match.group(2).replace("__", "/", 1)).rstrip(".")
+            elif reason := _error_text(line):
+                pending = reason
+                if current:
+                    guessed[current] = reason
+        return {**guessed, **confirmed}
+
+    async def _ws_session(self) -> None:
+        failure: list[BaseException | None] = []
+
+        async def on_failed(_controller: Any, exc: Exception | None) -> None:
+            failure.append(exc)
+
+        headers = {PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER: self.token} if self.token else None
+        controller = WebSocketClientController(self.url, on_failed, additional_headers=headers)
+        await controller.run(self._serve)
+        if failure and failure[0] is not None:
+            raise failure[0]
+
+    async def _serve(self, connection: Connection) -> None:
+        """Handshake, then serve until the connection closes or stops answering pings."""
+        handler = HostHandler(connection, self.host, file_storage_dir=self.transfer_dir)
+        receiving = asyncio.create_task(handler.run())
+        pinging: asyncio.Task[None] | None = None
+        reason = "connection closed"
+        try:
+            await self._handshake(handler)
+            self._handler = handler
+            self._set_state("ready", "handshake complete")
+            pinging = asyncio.create_task(self._ping_forever(handler))
+            await asyncio.wait({receiving, pinging}, return_when=asyncio.FIRST_COMPLETED)
+            if pinging.done():
+                pinging.result()  # raises the health failure
+        except asyncio.CancelledError:
+            reason = "stopped"
+            raise
+        except Exception as exc:
+            reason = _describe(exc)
+            raise
+        finally:
+            # Down before the (possibly slow) cleanup, so new calls fail fast.
+            self._handler = None
+            self._set_state("down", reason)
+            if pinging is not None:
+                pinging.cancel()
+            # Closing fails every pending call and stream with ConnectionClosedError
+            # at once, so in-flight runs end promptly instead of waiting out timeouts.
+            with contextlib.suppress(Exception):
+                await handler.close()
+            receiving.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await receiving
+
+    async def _handshake(self, handler: HostHandler) -> None:
+        # Neither call may carry a context; this task has none bound.
+        await handler.call_action(CommonAction.PING, {}, timeout=self.handshake_timeout)
+        await handler.call_action(
+            LangBotToRuntimeAction.SET_RUNTIME_CONFIG,
+            self.identity.runtime_config(self.worker_policy),
+        )
+        # The first tenant-scoped call pins the workspace and releases plugin launch.
+        await handler.call_action(
+            LangBotToRuntimeAction.LIST_PLUGINS, {}, action_context=self._binding
+        )
+
+    async def _ping_forever(self, handler: HostHandler) -> None:
+        while True:
+            await asyncio.sleep(self.ping_interval)
+            # Pings queue behind the in-flight limit like any call; only the
+            # answer is timed, so a busy link is not mistaken for a dead one.
+            async with self._slots:
+                try:
+                    await handler.call_action(CommonAction.PING, {}, timeout=self.ping_timeout)
+                except ActionCallTimeoutError:
+                    raise RuntimeLinkError(
+                        f"runtime did not answer __ping within {self.ping_timeout}s"
+                    ) from None
+
+    # ---- calls -----------------------------------------------------------
+
+    def _ready_handler(self) -> HostHandler:
+        handler = self._handler
+        if handler is None or self.state != "ready":
+            raise LinkNotReady(f"runtime link is {self.state} ({self.state_reason})")
+        return handler
+
+    async def _call(self, action: LangBotToRuntimeAction, data: dict[str, Any], timeout: float):
+        handler = self._ready_handler()
+        async with self._slots:
+            try:
+                return await handler.call_action(
+                    action, data, timeout=timeout, action_context=self._binding
+                )
+            except ConnectionClosedError as exc:
+                raise LinkLost(f"runtime connection lost during {action.value}: {exc}") from exc
+            except (ActionCallError, ActionCallTimeoutError) as exc:
+                raise RuntimeLinkError(f"{action.value} failed: {exc}") from exc
+
+    async def _stream(
+        self, action: LangBotToRuntimeAction, data: dict[str, Any], item_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        handler = self._ready_handler()
+        async with self._slots:
+            stream = handler.call_action_generator(
+                action, data, timeout=item_timeout, action_context=self._binding
+            )
+            try:
+                # Closing this generator closes the SDK's, which sends
+                # __cancel_action so the runtime cancels the plugin's task.
+                async with contextlib.aclosing(stream):
+                    async for item in stream:
+                        yield item
+            except ConnectionClosedError as exc:
+                raise LinkLost(f"runtime connection lost during {action.value}: {exc}") from exc
+            except ActionCallTimeoutError as exc:
+                raise RuntimeLinkError(
+                    f"{action.value}: nothing from the runtime for {item_timeout:.1f}s"
+                ) from exc
+            except ActionCallError as exc:
+                raise RuntimeLinkError(f"{action.value} failed: {exc}") from exc
+
+    async def list_runners(self, include_plugins: list[str] | None = None) -> list[dict[str, Any]]:
+        """Raw runner descriptors; only enabled, initialized plugins are listed."""
+        data = {} if include_plugins is None else {"include_plugins": include_plugins}
+        return (await self._call(LangBotToRuntimeAction.LIST_RUNNERS, data, 15.0))["runners"]
+
+    async def list_plugins(self) -> list[dict[str, Any]]:
+        return (await self._call(LangBotToRuntimeAction.LIST_PLUGINS, {}, 15.0))["plugins"]
+
+    async def restart_plugin(self, plugin_author: str, plugin_name: str) -> list[dict[str, Any]]:
+        """Relaunch one plugin (it asks get_plugin_settings again); returns the progress items.
+
+        The runtime waits up to 30 s for the plugin to register again.
+        """
+        data = {"plugin_author": plugin_author, "plugin_name": plugin_name}
+        stream = self._stream(LangBotToRuntimeAction.RESTART_PLUGIN, data, 45.0)
+        return [item async for item in stream]
+
+    def run_runner(
+        self,
+        plugin_author: str,
+        plugin_name: str,
+        runner_name: str,
+        context: dict[str, Any],
+        item_timeout: float | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Stream a run's result dicts. Close it early (``aclosing``) to cancel the run.
+
+        Holds one of the 128 in-flight slots until closed or exhausted.
+        """
+        data = {
+            "plugin_author": plugin_author,
+            "plugin_name": plugin_name,
+            "runner_name": runner_name,
+            "context": context,
+        }
+        timeout = item_timeout if item_timeout is not None else item_timeout_for(context)
+        return self._stream(LangBotToRuntimeAction.RUN_RUNNER, data, timeout)

@@ -1,0 +1,152 @@
+"""Reaching the runtime through the Channels layer, for deployments with several web processes.
+
+One process (`manage.py runtime`) owns the runtime link and serves the channel
+`langhost.runtime`; web processes use `ChannelGateway`, which has the same interface as
+`LocalGateway` (`discover`, `run_runner`, `status`). Messages:
+
+  runner.list  {reply_channel}                          → {type: "runtime.reply", runners|error}
+  run.start    {reply_channel, stream_id, runner, context, item_timeout}
+               → {type: "run.item", item}…, then {type: "run.end"} or {type: "run.error", error}
+  run.cancel   {stream_id}                              closes that run's stream (the plugin's
+                                                          task is cancelled)
+  runtime.status {reply_channel}                        → {type: "runtime.reply", status}
+  plugin.restart {author, name}                         the runtime relaunches the plugin, which
+                                                          reads its settings again
+"""
+
+import asyncio
+import contextlib
+import logging
+import uuid
+
+from channels.consumer import AsyncConsumer
+from channels.layers import get_channel_layer
+
+from runners.models import RunnerDescriptor
+
+logger = logging.getLogger(__name__)
+
+RUNTIME_CHANNEL = "langhost.runtime"
+REPLY_TIMEOUT_SECONDS = 30.0
+
+
+class RuntimeWorkerConsumer(AsyncConsumer):
+    """Serves the runtime channel from the process that owns the link."""
+
+    gateway = None  # set by `manage.py runtime` (or a test) before messages arrive
+    streams: dict[str, asyncio.Task] = {}
+    restarts: set[asyncio.Task] = set()
+
+    async def runner_list(self, message):
+        try:
+            stored = await self.gateway.discover()
+            reply = {"runners": [descriptor.pk for descriptor in stored]}
+        except Exception as exc:
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        await self.channel_layer.send(message["reply_channel"], {"type": "runtime.reply", **reply})
+
+    async def runtime_status(self, message):
+        await self.channel_layer.send(message["reply_channel"],
+                                      {"type": "runtime.reply", "status": await self.gateway.status()})
+
+    async def plugin_restart(self, message):
+        task = asyncio.ensure_future(self.gateway.restart_plugin(message["author"], message["name"]))
+        self.restarts.add(task)  # keep a reference until it is done
+        task.add_done_callback(self.restarts.discard)
+
+    async def run_start(self, message):
+        task = asyncio.ensure_future(self._stream(message))
+        self.streams[message["stream_id"]] = task
+        task.add_done_callback(lambda _: self.streams.pop(message["stream_id"], None))
+
+    async def run_cancel(self, message):
+        task = self.streams.get(message["stream_id"])
+        if task is not None:
+            task.cancel()
+
+    async def _stream(self, message):
+        reply = message["reply_channel"]
+        runner = message["runner"]
+        descriptor = RunnerDescriptor(id=runner["id"], plugin_author=runner["plugin_author"],
+                                      plugin_name=runner["plugin_name"],
+                                      runner_name=runner["runner_name"])
+        stream = self.gateway.run_runner(descriptor, message["context"], message["item_timeout"])
+        try:
+            async for item in stream:
+                await self.channel_layer.send(reply, {"type": "run.item", "item": item})
+            await self.channel_layer.send(reply, {"type": "run.end"})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self.channel_layer.send(reply, {"type": "run.error",
+                                                  "error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            await stream.aclose()
+
+
+class RuntimeUnavailable(RuntimeError):
+    pass
+
+
+class ChannelGateway:
+    """The runtime link as seen from a process that does not own it."""
+
+    def __init__(self, channel_layer=None):
+        self.channel_layer = channel_layer or get_channel_layer()
+
+    async def _request(self, message: dict) -> dict:
+        reply_channel = await self.channel_layer.new_channel()
+        await self.channel_layer.send(RUNTIME_CHANNEL, {**message, "reply_channel": reply_channel})
+        try:
+            return await asyncio.wait_for(self.channel_layer.receive(reply_channel),
+                                          REPLY_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise RuntimeUnavailable(
+                f"no answer on '{RUNTIME_CHANNEL}' within {REPLY_TIMEOUT_SECONDS:.0f}s: "
+                "is `manage.py runtime` running?") from None
+
+    async def discover(self):
+        reply = await self._request({"type": "runner.list"})
+        if "error" in reply:
+            raise RuntimeUnavailable(reply["error"])
+        return reply["runners"]
+
+    async def status(self) -> dict:
+        return (await self._request({"type": "runtime.status"}))["status"]
+
+    async def restart_plugin(self, author: str, name: str) -> None:
+        await self.channel_layer.send(RUNTIME_CHANNEL,
+                                      {"type": "plugin.restart", "author": author, "name": name})
+
+    async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
+        reply_channel = await self.channel_layer.new_channel()
+        stream_id = uuid.uuid4().hex
+        await self.channel_layer.send(RUNTIME_CHANNEL, {
+            "type": "run.start", "reply_channel": reply_channel, "stream_id": stream_id,
+            "runner": {"id": descriptor.id, "plugin_author": descriptor.plugin_author,
+                       "plugin_name": descriptor.plugin_name,
+                       "runner_name": descriptor.runner_name},
+            "context": context, "item_timeout": item_timeout,
+        })
+        finished = False
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(self.channel_layer.receive(reply_channel),
+                                                     item_timeout)
+                except TimeoutError:
+                    raise RuntimeUnavailable(f"no result within {item_timeout:.0f}s") from None
+                if message["type"] == "run.item":
+                    yield message["item"]
+                elif message["type"] == "run.end":
+                    finished = True
+                    return
+                else:
+                    finished = True
+                    raise RuntimeUnavailable(message.get("error") or "runtime worker failed")
+        finally:
+            if not finished:  # the caller stopped early: cancel the plugin's task too
+                with contextlib.suppress(Exception):
+                    await self.channel_layer.send(RUNTIME_CHANNEL,
+                                                  {"type": "run.cancel", "stream_id": stream_id})
+

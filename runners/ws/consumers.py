@@ -1,0 +1,307 @@
+"""Live run streams over WebSockets.
+
+`ws/runs/<run_id>/[?after_sequence=N]` sends the run's events in sequence order, each once,
+then a final `run.status` frame, then closes (code 1000):
+
+1. join the group `run.<run_id>` first, so nothing published from now on is missed;
+2. replay the ledger after `after_sequence` (live events wait in the channel meanwhile);
+3. forward live events: one at or below the last sequence sent is a duplicate and is dropped;
+   one past the next expected sequence means a gap, filled from the ledger first;
+4. end with the status frame when the orchestrator publishes it, or when the ledger says the
+   run has ended (a poll every `POLL_SECONDS` also covers runs executed by a process whose
+   events do not reach this one, and runs the reaper failed).
+
+Frames are JSON: events `{run_id, sequence, type, data, usage, source[, created_at]}`, then
+`{type: "run.status", run_id, status, status_reason, sequence}`.
+
+Close codes: 4401 not signed in, 4403 not allowed to see the run (also for a run that does
+not exist, unless the user is a superuser: 4404), 4400 bad `after_sequence`.
+"""
+
+import asyncio
+import json
+import logging
+from contextlib import aclosing
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import ValidationError
+from rest_framework.exceptions import APIException
+
+from accounts.models import Project
+from ledger.models import TERMINAL_STATUSES, AgentRun
+from ledger.selectors import runs as readers
+from ledger.services import conversations
+from runners.api.views.conversations import prepare_message
+from runners.conversations.services import message_body
+from runners.execution.orchestrator import new_run_id
+from runners.models import AgentInstance
+
+logger = logging.getLogger(__name__)
+
+EVENT_FIELDS = ("run_id", "sequence", "type", "data", "usage", "source")
+
+
+@database_sync_to_async
+def _load_run(run_id: str) -> AgentRun | None:
+    return AgentRun.objects.filter(run_id=run_id).only("run_id", "project_id", "status").first()
+
+
+@database_sync_to_async
+def can_view_run(user, run: AgentRun) -> bool:
+    """Superusers see every run; others the runs of projects they own or belong to."""
+    if user.is_superuser:
+        return True
+    if not run.project_id:
+        return False
+    try:
+        return Project.objects.visible_to(user).filter(pk=run.project_id).exists()
+    except ValidationError:  # not a UUID: no project of anyone's
+        return False
+
+
+def event_frame(event: dict) -> dict:
+    frame = {key: event.get(key) for key in EVENT_FIELDS}
+    created_at = event.get("created_at")
+    if created_at is not None:
+        frame["created_at"] = created_at.isoformat() if hasattr(created_at, "isoformat") else created_at
+    return frame
+
+
+class RunStreamConsumer(AsyncWebsocketConsumer):
+    POLL_SECONDS = 1.0
+    # The run row appears a moment after `POST /runs?stream=1` announces its id.
+    APPEAR_TIMEOUT = 5.0
+    APPEAR_POLL = 0.1
+
+    async def connect(self):
+        self.run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        self.group = f"run.{self.run_id}"
+        self.joined = False
+        self.finished = False
+        self.last_sent = 0
+        self.lock = asyncio.Lock()
+        self.watcher = None
+        # Accept first: a refusal before the handshake reaches a browser as 1006, not our code.
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        after = self._after_sequence()
+        if after is None:
+            await self.close(code=4400)
+            return
+        run = await self._wait_for_run()
+        if run is None:
+            await self.close(code=4404 if user.is_superuser else 4403)
+            return
+        if not await can_view_run(user, run):
+            await self.close(code=4403)
+            return
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.joined = True
+        self.last_sent = after
+        async with self.lock:
+            outcome = await readers.run_outcome(self.run_id)  # status before events: see _watch
+            await self._send_from_ledger()
+            if outcome.get("status") in TERMINAL_STATUSES:
+                await self._finish(outcome)
+                return
+        self.watcher = asyncio.ensure_future(self._watch())
+
+    async def disconnect(self, code):
+        self.finished = True
+        if self.watcher is not None:
+            self.watcher.cancel()
+        if self.joined:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.joined = False
+
+    async def receive(self, text_data=None, bytes_data=None):
+        """The stream is one-way; anything a client sends is ignored."""
+
+    # --- group messages --------------------------------------------------------------------
+
+    async def run_event(self, message):
+        event = message.get("event") or {}
+        async with self.lock:
+            if self.finished:
+                return
+            if event.get("type") == "run.status":
+                await self._send_from_ledger()
+                await self._finish(event)
+                return
+            sequence = event.get("sequence")
+            if not isinstance(sequence, int) or sequence <= self.last_sent:
+                return  # already sent (replayed, or filled from the ledger)
+            if sequence > self.last_sent + 1:
+                await self._send_from_ledger()  # a gap: the ledger has what was missed
+            if sequence == self.last_sent + 1:
+                await self._send_event(event)
+
+    # --- steps -----------------------------------------------------------------------------
+
+    def _after_sequence(self) -> int | None:
+        query = parse_qs((self.scope.get("query_string") or b"").decode("latin-1"))
+        raw = (query.get("after_sequence") or ["0"])[0] or "0"
+        try:
+            value = int(raw)
+        except ValueError:
+            return None
+        return value if value >= 0 else None
+
+    async def _wait_for_run(self) -> AgentRun | None:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.APPEAR_TIMEOUT
+        while True:
+            run = await _load_run(self.run_id)
+            if run is not None or loop.time() >= give_up:
+                return run
+            await asyncio.sleep(self.APPEAR_POLL)
+
+    async def _send_event(self, event: dict) -> None:
+        await self.send(text_data=json.dumps(event_frame(event), default=str))
+        self.last_sent = event["sequence"]
+
+    async def _send_from_ledger(self) -> None:
+        for event in await readers.run_events(self.run_id, after=self.last_sent):
+            await self._send_event(event)
+
+    async def _finish(self, outcome: dict) -> None:
+        self.finished = True
+        frame = {"type": "run.status", "run_id": self.run_id, "status": outcome.get("status"),
+                 "status_reason": outcome.get("status_reason") or "", "sequence": self.last_sent}
+        await self.send(text_data=json.dumps(frame, default=str))
+        await self.close(code=1000)
+
+    async def _watch(self) -> None:
+        """Catch up from the ledger now and then; end when the ledger says the run ended.
+
+        The status is read before the events: a run that had ended by then has all its
+        events in the ledger already, so the status frame comes after the last of them.
+        """
+        try:
+            while not self.finished:
+                await asyncio.sleep(self.POLL_SECONDS)
+                async with self.lock:
+                    if self.finished:
+                        return
+                    outcome = await readers.run_outcome(self.run_id)
+                    await self._send_from_ledger()
+                    if outcome.get("status") in TERMINAL_STATUSES:
+                        await self._finish(outcome)
+        except Exception:
+            logger.exception("run stream %s: ledger poll failed", self.run_id)
+
+
+# --- conversations --------------------------------------------------------------------------
+
+@database_sync_to_async
+def _load_conversation(user, conversation_id: str):
+    """The user's own conversation and its agent, when the agent's project is visible to them."""
+    conversation = conversations.get(conversation_id, user_id=str(user.pk))
+    if conversation is None:
+        return None, None
+    agent = (AgentInstance.objects.select_related("agent_type")
+             .filter(pk=conversation.agent_id, project__in=Project.objects.visible_to(user)).first())
+    return conversation, agent
+
+
+@database_sync_to_async
+def _prepare(user, conversation, data: dict):
+    agent = AgentInstance.objects.select_related("agent_type").get(pk=conversation.agent_id)
+    url = (f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}/conversations/"
+           f"{conversation.conversation_id}")
+    return prepare_message(user=user, agent=agent, conversation=conversation, data=data,
+                           conversation_url=url)
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    """`ws/conversations/<conversation_id>/`: talk to the conversation's agent.
+
+    Send `{"type": "message", "text": ..., "attachments": [...]}`; receive the same frames as
+    `POST .../messages?stream=1` (`run.started`, deltas and messages, `run.finished` or
+    `run.refused`), the run's ledger events as `{"type": "run.event", "event": {...}}`, and
+    `{"type": "error", "status", "detail"[, "errors"]}` when the message is refused (the
+    status the REST endpoint would answer). One message runs at a time per connection;
+    closing the socket cancels the run. Close codes: 4401 not signed in, 4403 not the
+    caller's conversation (or its agent is not visible).
+    """
+
+    async def connect(self):
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        self.conversation, agent = await _load_conversation(user, conversation_id)
+        if self.conversation is None or agent is None:
+            await self.close(code=4403)
+            return
+        self.user, self.task, self.group = user, None, None
+        await self._send({"type": "ready", "conversation_id": conversation_id,
+                          "agent": agent.name, "agent_id": str(agent.pk)})
+
+    async def disconnect(self, code):
+        task = getattr(self, "task", None)
+        if task is not None and not task.done():
+            task.cancel()  # the run ends `consumer_cancelled`; the agent goes back to idle
+        await self._leave_group()
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            frame = json.loads(text_data or "")
+        except ValueError:
+            await self._send({"type": "error", "status": 400, "detail": "Frames are JSON objects."})
+            return
+        if not isinstance(frame, dict) or frame.get("type") != "message":
+            await self._send({"type": "error", "status": 400,
+                              "detail": 'Send {"type": "message", "text": ..., "attachments": [...]}.'})
+            return
+        if self.task is not None and not self.task.done():
+            await self._send({"type": "error", "status": 409,
+                              "detail": "A message is still running on this connection."})
+            return
+        self.task = asyncio.ensure_future(self._talk(frame))
+
+    async def run_event(self, message):
+        await self._send({"type": "run.event", "event": event_frame(message["event"])})
+
+    async def _talk(self, frame: dict) -> None:
+        data = {key: frame[key] for key in ("text", "attachments") if key in frame}
+        try:
+            event, binding, node = await _prepare(self.user, self.conversation, data)
+        except APIException as exc:
+            error = {"type": "error", "status": exc.status_code, "detail": _detail(exc)}
+            if isinstance(exc.detail, dict):
+                error["errors"] = exc.detail
+            await self._send(error)
+            return
+        run_id = new_run_id()
+        self.group = f"run.{run_id}"
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            async with aclosing(message_body(event=event, binding=binding, run_id=run_id,
+                                             agent_pk=event.agent_id, agent_name=node.name,
+                                             stream=True)) as frames:
+                async for line in frames:
+                    await self.send(text_data=line.rstrip("\n"))
+        finally:
+            await self._leave_group()
+
+    async def _leave_group(self) -> None:
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
+
+    async def _send(self, frame: dict) -> None:
+        await self.send(text_data=json.dumps(frame, default=str))
+
+
+def _detail(exc: APIException) -> str:
+    if isinstance(exc.detail, dict):
+        return "Invalid input: " + ", ".join(exc.detail)
+    return str(exc.detail)
