@@ -32,6 +32,10 @@ class AgentRun(models.Model):
     project_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     status_reason = models.TextField(blank=True, default="")
+    # Who asked for the run (`user`/<user id>, `operator`/`cli`): with the project's owner
+    # and superusers, the only ones who may see it.
+    actor_type = models.CharField(max_length=64, blank=True, default="")
+    actor_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
     # The process that executes the run renews this lease; the reaper fails runs whose
     # lease ran out (their owner died).
     execution_owner_id = models.CharField(max_length=128, blank=True, default="")
@@ -221,10 +225,16 @@ class SteeringItem(models.Model):
 
 class Conversation(models.Model):
     """A user's session with one agent instance. Its entries are the `transcript` rows with
-    its `conversation_id`; its state lives in `agent_runner_state` (see ledger.services.conversations).
+    its `conversation_id`; its state lives in `agent_runner_state` (see
+    ledger.services.conversations).
+
+    Two ids: `client_id` is the one its owner uses in the API, unique only per agent and owner
+    (so an id never tells one user that another has it); `conversation_id` is unique across
+    LangHost and is what the ledger (runs, transcript, state, artifacts) and runners see.
     """
 
     conversation_id = models.CharField(max_length=128, unique=True)
+    client_id = models.CharField(max_length=128)
     project_id = models.CharField(max_length=64, db_index=True)
     agent_id = models.CharField(max_length=64)
     user_id = models.CharField(max_length=64)
@@ -236,10 +246,13 @@ class Conversation(models.Model):
     class Meta:
         db_table = "conversation"
         ordering = ["-updated_at", "-id"]
-        indexes = [models.Index(fields=["agent_id", "user_id"], name="conversation_agent_user")]
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "user_id", "client_id"],
+                                    name="conversation_client_id_per_owner"),
+        ]
 
     def __str__(self):
-        return self.conversation_id
+        return self.client_id
 
 
 class Artifact(models.Model):

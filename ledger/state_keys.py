@@ -6,6 +6,7 @@ the identity of the scope. A scope whose identity is missing has no key and is u
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 SCOPE_KEY_VERSION = 2
 
@@ -40,3 +41,53 @@ def scope_key(scope: str, *, runner_id: str, binding_identity: str, project_id: 
         raise ValueError(f"unknown state scope {scope!r}")
     digest = hashlib.sha256(_canonical(parts).encode()).hexdigest()
     return f"{scope}:v{SCOPE_KEY_VERSION}:{digest}"
+
+
+# --- conversation state: ADK key prefixes over the ledger's scopes ----------------------------
+
+APP_PREFIX = "app:"
+USER_PREFIX = "user:"
+TEMP_PREFIX = "temp:"
+# (key prefix, ledger scope); the bare prefix last.
+PREFIX_SCOPES = ((APP_PREFIX, "runner"), (USER_PREFIX, "actor"), ("", "conversation"))
+
+
+@dataclass(frozen=True)
+class StateIdentity:
+    """Which runner state a conversation's state is: the agent's runner and binding."""
+
+    runner_id: str
+    binding_identity: str
+
+
+def conversation_state_fields(conversation, identity: StateIdentity) -> dict:
+    """The identity columns of a conversation's state rows."""
+    return {
+        "runner_id": identity.runner_id, "binding_identity": identity.binding_identity,
+        "project_id": conversation.project_id, "conversation_id": conversation.conversation_id,
+        "thread_id": "", "actor_type": "user", "actor_id": conversation.user_id,
+        "subject_type": "", "subject_id": "",
+    }
+
+
+def conversation_scope_keys(conversation, identity: StateIdentity) -> dict[str, str]:
+    """`{ledger scope: scope key}` for the three stored scopes of a conversation."""
+    fields = conversation_state_fields(conversation, identity)
+    return {
+        scope: scope_key(
+            scope, runner_id=fields["runner_id"], binding_identity=fields["binding_identity"],
+            project_id=fields["project_id"], conversation_id=fields["conversation_id"],
+            actor_type=fields["actor_type"], actor_id=fields["actor_id"],
+        )
+        for _prefix, scope in PREFIX_SCOPES
+    }
+
+
+def split_key(key: str) -> tuple[str, str] | None:
+    """`(ledger scope, stored key)` for a prefixed key; None for `temp:` keys."""
+    if key.startswith(TEMP_PREFIX):
+        return None
+    for prefix, scope in PREFIX_SCOPES:
+        if prefix and key.startswith(prefix):
+            return scope, key[len(prefix):]
+    return "conversation", key

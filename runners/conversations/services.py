@@ -1,44 +1,170 @@
-"""Talking to an agent instance: pick the answering agent of its tree, keep uploaded files out
-of the transcript (saved as artifacts), and run the agent through the orchestrator.
+"""The one door to every run.
 
-The HTTP side lives in `conversation_views`; this module holds the steps it strings together.
+Every way into a run — REST runs and messages, the conversation WebSocket, the playground,
+the LangBot debug action, `manage.py run_agent` — asks this module. It decides, in this
+order and before anything is written: may the caller see the agent (or run a runner
+directly), is the conversation the caller's own, does the agent take messages (paused,
+terminated), which agent of its tree answers, which binding and runner answer for it
+(`runners.execution.bindings`), is that runner available. It raises a refusal from
+`runners.conversations.exceptions` otherwise; each edge maps it to its own answer.
+
+What it hands back is a `PreparedRun`; `execute(prepared)` then streams the run through the
+orchestrator, with the agent `working` meanwhile.
+
+Idempotency keys (`event_id`) and conversation ids belong to their caller: a key another
+caller used is a different event, and a conversation id names only the caller's own
+conversation with that agent.
 """
 
-import base64
-import json
+import hashlib
 import logging
-import uuid
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from ledger.models import AgentRun, RunStatus, Transcript
-from ledger.selectors import runs as readers
-from ledger.services import conversations
-from ledger.services.artifacts import artifacts
-from ledger.services.conversations import StateIdentity
-from runners.catalogue.agent_routing import AgentNode, AgentTree, Entry, find_agent_to_run
+from ledger.models import AgentRun, Conversation, RunStatus, Transcript
+from ledger.selectors import conversations as conversation_selectors
+from ledger.selectors import runs as run_selectors
+from ledger.services import conversations as conversation_services
+from ledger.state_keys import StateIdentity
+from runners.catalogue.agent_routing import AgentNode, Entry, TreeError, find_agent_to_run
 from runners.catalogue.trees import build_tree
-from runners.execution.agents import agent_binding_sync, agent_runner_config
-from runners.execution.orchestrator import Orchestrator, RunRefused
-from runners.execution.protocol import AgentBinding
-from runners.models import AgentInstance, AgentType
-from runners.plugins.gateway import get_gateway
+from runners.conversations import selectors
+from runners.conversations.exceptions import (
+    AgentPaused,
+    AgentTerminated,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    RunnerUnavailable,
+    StorageFailed,
+    Unroutable,
+)
+from runners.conversations.input import (
+    ArtifactScope,
+    InputFileError,
+    Part,
+    build_input,
+    new_invocation_id,
+)
+from runners.execution import bindings, registry
+from runners.execution.orchestrator import Orchestrator, RunMessage, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.models import AgentInstance, AgentType, Binding
+from runners.plugins.gateway import get_gateway, require_runner_sync
 
 logger = logging.getLogger(__name__)
 
-# ADK Go's exact text (no final period).
-UPLOADED_FILE_TEXT = "Uploaded file: {name}. It has been saved to the artifacts"
 HISTORY_LIMIT = 500
 
 
-def new_invocation_id() -> str:
-    return f"e-{uuid.uuid4()}"
+# --- who is asking --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Caller:
+    """A signed-in user, or the operator at the machine's command line (trusted like a
+    superuser)."""
+
+    user: object | None = None
+
+    @classmethod
+    def operator(cls) -> "Caller":
+        return cls(None)
+
+    @property
+    def is_superuser(self) -> bool:
+        return self.user is None or self.user.is_superuser
+
+    @property
+    def actor(self) -> dict:
+        if self.user is None:
+            return {"actor_type": "operator", "actor_id": "cli", "actor_name": "operator"}
+        return {"actor_type": "user", "actor_id": str(self.user.pk),
+                "actor_name": self.user.email}
 
 
-# --- routing ------------------------------------------------------------------------------
+def scoped_event_id(caller: Caller, target: str, client_key: str | None) -> str | None:
+    """The ledger's event id for a caller's idempotency key: the key, made the caller's own.
+
+    The same key from another caller, or for another agent or runner, is another event.
+    """
+    if not client_key:
+        return None
+    actor = caller.actor
+    digest = hashlib.sha256(
+        f"{actor['actor_type']}:{actor['actor_id']}|{target}".encode()).hexdigest()[:16]
+    return f"{client_key}~{digest}"
+
+
+# --- what the door hands back ---------------------------------------------------------------
+
+@dataclass
+class PreparedRun:
+    """A run the caller may start: its event, binding and who answers."""
+
+    event: AgentEventEnvelope
+    binding: AgentBinding
+    run_id: str = field(default_factory=new_run_id)
+    agent: AgentInstance | None = None
+    agent_name: str = ""
+    conversation: Conversation | None = None
+    # The ids the caller knows: their own event key and conversation id.
+    client_event_id: str | None = None
+
+    @property
+    def public_conversation_id(self) -> str | None:
+        if self.conversation is not None:
+            return self.conversation.client_id
+        return self.event.conversation_id
+
+    @property
+    def public_event_id(self) -> str:
+        return self.client_event_id or self.event.event_id
+
+    def public(self, outcome: dict) -> dict:
+        """An outcome with the ids the caller knows in place of the ledger's."""
+        outcome = dict(outcome)
+        if outcome.get("event_id") == self.event.event_id:
+            outcome["event_id"] = self.public_event_id
+        if self.event.conversation_id and outcome.get("conversation_id") == self.event.conversation_id:
+            outcome["conversation_id"] = self.public_conversation_id
+        return outcome
+
+
+# --- agent runs -----------------------------------------------------------------------------
+
+def find_agent(caller: Caller, agent_id, project_id=None) -> AgentInstance:
+    """The agent, if the caller may see it (else NotFound)."""
+    agent = selectors.visible_agent(caller.user, agent_id, project_id)
+    if agent is None:
+        raise NotFound("Agent not found.", field="agent_id")
+    return agent
+
+
+def find_conversation(caller: Caller, agent: AgentInstance, conversation_id: str) -> Conversation:
+    """The caller's own conversation with the agent (the operator may name any by its ledger
+    id). Someone else's conversation is not found, whatever id names it."""
+    if caller.user is None:
+        conversation = Conversation.objects.filter(
+            agent_id=str(agent.pk), conversation_id=conversation_id).first()
+    else:
+        conversation = conversation_selectors.get(conversation_id, user_id=str(caller.user.pk),
+                                                  agent_id=str(agent.pk))
+    if conversation is None:
+        raise NotFound(f"Conversation '{conversation_id}' not found.", field="conversation_id")
+    return conversation
+
+
+def require_taking_messages(agent: AgentInstance) -> None:
+    if agent.status == AgentInstance.Status.PAUSED:
+        raise AgentPaused(f"Agent '{agent.name}' is paused; resume it to send messages.")
+    if agent.status == AgentInstance.Status.TERMINATED:
+        raise AgentTerminated(f"Agent '{agent.name}' is terminated; it takes no more messages.")
+
 
 def entry_for(author: str, role: str, content_json) -> Entry:
     """What routing needs from one transcript entry: its author and function call ids."""
@@ -63,117 +189,140 @@ def history(conversation_id: str) -> list[Entry]:
     return [entry_for(*row) for row in reversed(rows)]
 
 
-def route(agent: AgentInstance, conversation_id: str) -> tuple[AgentTree, AgentNode]:
-    """The agent of the instance's tree that answers the next message (TreeError if the stored
-    tree is invalid)."""
-    tree = build_tree(agent.agent_type)
-    return tree, find_agent_to_run(tree, history(conversation_id))
+def answering_node(agent: AgentInstance, conversation_id: str | None) -> AgentNode:
+    """The agent of the instance's tree that answers the next message of the conversation."""
+    try:
+        tree = build_tree(agent.agent_type)
+        return find_agent_to_run(tree, history(conversation_id) if conversation_id else [])
+    except TreeError as exc:
+        raise Unroutable(f"The agent tree of '{agent.agent_type.name}' is invalid: {exc}") from exc
 
 
-def node_binding(agent: AgentInstance, node: AgentNode, timeout: float | None = None) -> AgentBinding:
-    """The root runs with the instance's binding; a sub-agent with the same binding identity
-    and policies, and its own type's runner and config."""
-    binding = agent_binding_sync(agent, timeout)
+def agent_binding(agent: AgentInstance, conversation_id: str | None = None,
+                  timeout: float | None = None) -> AgentBinding:
+    """The agent's binding for a conversation (most specific `Binding` row, else its type's)."""
+    try:
+        return bindings.resolve(agent=agent, conversation_id=conversation_id, timeout=timeout)
+    except bindings.BindingError as exc:
+        raise Unroutable(str(exc)) from exc
+
+
+def node_binding(agent: AgentInstance, node: AgentNode, conversation_id: str | None = None,
+                 timeout: float | None = None) -> AgentBinding:
+    """The root runs with the agent's binding; a sub-agent with the same binding identity and
+    policies, and its own type's runner and config."""
+    binding = agent_binding(agent, conversation_id, timeout)
     if node.type_id is None or node.type_id == str(agent.agent_type_id):
         return binding
     node_type = AgentType.objects.get(pk=node.type_id)
-    config = agent_runner_config(node_type)
+    config = bindings.agent_runner_config(node_type)
     if timeout is not None:
         config["timeout"] = timeout
     return binding.model_copy(update={"runner_id": node_type.runner_id, "runner_config": config})
 
 
-def state_identity(agent: AgentInstance) -> StateIdentity:
+def state_identity(agent: AgentInstance, conversation: Conversation | None = None) -> StateIdentity:
     """The runner state a conversation with this agent reads and writes (its root binding)."""
-    binding = agent_binding_sync(agent)
+    binding = agent_binding(agent, conversation.conversation_id if conversation else None)
     return StateIdentity(runner_id=binding.runner_id, binding_identity=binding.binding_id)
 
 
-# --- input --------------------------------------------------------------------------------
-
-@dataclass
-class Part:
-    """One part of an incoming message: text, inline bytes, or a URL."""
-
-    text: str | None = None
-    data: bytes | None = None
-    url: str | None = None
-    name: str = ""
-    mime_type: str = "application/octet-stream"
-
-    @property
-    def kind(self) -> str:
-        return "image" if self.mime_type.startswith("image/") else "file"
-
-
-class InputFileError(Exception):
-    """An input file could not be saved as an artifact; nothing of the message was written."""
-
-
-@dataclass(frozen=True)
-class ArtifactScope:
-    project_id: str
-    user_id: str
-    conversation_id: str
-
-
-def build_input(parts: list[Part], *, invocation_id: str, save_blobs: bool,
-                scope: ArtifactScope, url_for=None) -> dict:
-    """The event input (`text`, `contents`, `attachments`) for a message's parts.
-
-    With `save_blobs`, the inline part at position `i` is saved as artifact
-    `artifact_<invocation_id>_<i>` and replaced by the `Uploaded file: ...` text; its attachment
-    carries the artifact reference. Other parts keep their order. If a save fails, the artifacts
-    saved so far are removed and InputFileError is raised.
-    """
-    contents, attachments, saved = [], [], []
+def require_available(runner_id: str) -> None:
     try:
-        for index, part in enumerate(parts):
-            if part.text is not None:
-                contents.append({"type": "text", "text": part.text})
-            elif part.url is not None:
-                contents.append({"type": "image_url", "image_url": {"url": part.url}}
-                                if part.kind == "image" else
-                                {"type": "file_url", "file_url": part.url, "file_name": part.name})
-                attachments.append({"type": part.kind, "mime_type": part.mime_type,
-                                    "name": part.name or None, "source": "url", "url": part.url})
-            elif save_blobs:
-                name = f"artifact_{invocation_id}_{index}"
-                try:
-                    version = artifacts.save(
-                        scope.project_id, scope.user_id, scope.conversation_id, name,
-                        data=part.data, mime_type=part.mime_type,
-                        custom_metadata={"file_name": part.name, "invocation_id": invocation_id},
-                    )
-                except Exception as exc:
-                    logger.exception("failed to save artifact %s", name)
-                    raise InputFileError(f"failed to save artifact {name}: {exc}") from exc
-                saved.append(name)
-                contents.append({"type": "text", "text": UPLOADED_FILE_TEXT.format(name=name)})
-                attachments.append({
-                    "ref": f"artifact:{name}", "id": name, "type": part.kind,
-                    "mime_type": part.mime_type, "size": len(part.data), "name": part.name or name,
-                    "source": "artifact", "url": url_for(name, version) if url_for else None,
-                })
-            else:
-                encoded = base64.b64encode(part.data).decode()
-                contents.append(
-                    {"type": "image_base64", "image_base64": f"data:{part.mime_type};base64,{encoded}"}
-                    if part.kind == "image" else
-                    {"type": "file_base64", "file_base64": encoded, "file_name": part.name})
-                attachments.append({"type": part.kind, "mime_type": part.mime_type,
-                                    "size": len(part.data), "name": part.name or None,
-                                    "source": "base64"})
-    except InputFileError:
-        for name in saved:
-            artifacts.delete(scope.project_id, scope.user_id, scope.conversation_id, name)
-        raise
-    texts = [part.text for part in parts if part.text is not None]
-    return {"text": texts[0] if texts else None, "contents": contents,
-            "attachments": [{k: v for k, v in a.items() if v is not None} for a in attachments]}
+        require_runner_sync(runner_id)
+    except registry.RunnerNotFound as exc:
+        raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
 
 
-# --- the run ------------------------------------------------------------------------------
+def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
+                      conversation_id: str | None = None, parts: list[Part] | None = None,
+                      event_input: dict | None = None, event_id: str | None = None,
+                      timeout: float | None = None, source: str = "api",
+                      artifact_url: str | None = None) -> PreparedRun:
+    """Everything before an agent answers: who may, which agent of its tree, which runner.
+
+    The input is either message `parts` (inline files saved as artifacts of the conversation)
+    or an already built `event_input`.
+    """
+    agent = find_agent(caller, agent_id, project_id)
+    conversation = (find_conversation(caller, agent, conversation_id)
+                    if conversation_id is not None else None)
+    require_taking_messages(agent)
+    ledger_conversation = conversation.conversation_id if conversation else None
+    node = answering_node(agent, ledger_conversation)
+    binding = node_binding(agent, node, ledger_conversation, timeout)
+    require_available(binding.runner_id)
+
+    invocation_id = new_invocation_id()
+    if parts is not None:
+        event_input = _saved_input(caller, agent, conversation, parts, invocation_id,
+                                   artifact_url)
+    event = AgentEventEnvelope(
+        event_id=scoped_event_id(caller, f"agent:{agent.pk}", event_id) or invocation_id,
+        conversation_id=ledger_conversation, project_id=str(agent.project_id),
+        agent_id=str(agent.pk), actor=caller.actor, input=event_input or {}, source=source,
+        data={"invocation_id": invocation_id, "agent_name": node.name},
+    )
+    return PreparedRun(event=event, binding=binding, agent=agent, agent_name=node.name,
+                       conversation=conversation, client_event_id=event_id)
+
+
+def _saved_input(caller, agent, conversation, parts, invocation_id, artifact_url) -> dict:
+    if conversation is None:  # files are saved in a conversation; without one, sent inline
+        save_blobs, scope = False, None
+    else:
+        save_blobs = agent.agent_type.save_input_blobs_as_artifacts
+        scope = ArtifactScope(str(agent.project_id), conversation.user_id,
+                              conversation.conversation_id)
+
+    def url_for(name, version):
+        return f"{artifact_url}/{quote(name, safe='')}?version={version}"
+
+    try:
+        return build_input(parts, invocation_id=invocation_id, scope=scope, save_blobs=save_blobs,
+                           url_for=url_for if artifact_url else None)
+    except InputFileError as exc:
+        raise StorageFailed(str(exc)) from exc
+
+
+# --- runner and binding runs ----------------------------------------------------------------
+
+def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
+                       binding_id: str | None = None, event_input: dict | None = None,
+                       event_id: str | None = None, conversation_id: str | None = None,
+                       timeout: float | None = None, source: str = "api",
+                       event_type: str | None = None, runner_config: dict | None = None,
+                       binding_prefix: str = "api") -> PreparedRun:
+    """A run of a runner or a stored binding, named directly: superusers and the operator."""
+    if not caller.is_superuser:
+        raise Forbidden("Only superusers may run a runner or binding directly.")
+    if binding_id:
+        stored = Binding.objects.filter(binding_id=binding_id, enabled=True).first()
+        if stored is None:
+            raise InvalidInput("No enabled binding has this id.", field="binding_id")
+        binding = bindings.to_protocol(stored)
+        target = f"binding:{binding_id}"
+    else:
+        binding = AgentBinding(binding_id=f"{binding_prefix}:{runner_id}", runner_id=runner_id,
+                               runner_config=runner_config or {},
+                               state_policy={"state_scopes": ["conversation", "actor", "subject",
+                                                              "runner"]})
+        target = f"runner:{runner_id}"
+    bindings.with_timeout(binding, timeout)
+    try:
+        require_runner_sync(binding.runner_id)
+    except registry.RunnerNotFound as exc:
+        raise InvalidInput(str(exc), field="runner_id") from exc
+    fields = {"event_type": event_type} if event_type else {}
+    scoped = scoped_event_id(caller, target, event_id)
+    if scoped:
+        fields["event_id"] = scoped
+    event = AgentEventEnvelope(conversation_id=conversation_id, actor=caller.actor,
+                               input=event_input or {}, source=source, **fields)
+    return PreparedRun(event=event, binding=binding, client_event_id=event_id)
+
+
+# --- running it -----------------------------------------------------------------------------
 
 @sync_to_async
 def _mark_working(agent_pk) -> None:
@@ -183,58 +332,53 @@ def _mark_working(agent_pk) -> None:
 
 
 @sync_to_async
-def _after_run(agent_pk, conversation_id: str) -> None:
+def _after_run(agent_pk, conversation_id: str | None) -> None:
     """Back to idle unless another run of the agent is still going; the conversation moved."""
     busy = AgentRun.objects.filter(
         agent_id=str(agent_pk), status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exists()
     if not busy:
         AgentInstance.objects.filter(pk=agent_pk, status=AgentInstance.Status.WORKING).update(
             status=AgentInstance.Status.IDLE, updated_at=timezone.now())
-    conversations.touch(conversation_id)
+    if conversation_id:
+        conversation_services.touch(conversation_id)
 
 
-def reply_of(message_data: dict | None) -> dict | None:
-    message = (message_data or {}).get("message")
-    if not isinstance(message, dict):
-        return None
-    return {"role": message.get("role") or "assistant", "content": message.get("content")}
-
-
-def outcome_body(outcome: dict, agent_name: str, reply: dict | None) -> dict:
-    return {"run_id": outcome.get("run_id"), "agent": agent_name, "status": outcome.get("status"),
-            "status_reason": outcome.get("status_reason") or "", "reply": reply,
-            "usage": outcome.get("usage"), "conversation_id": outcome.get("conversation_id"),
-            "event_id": outcome.get("event_id")}
-
-
-def ndjson(frame: dict) -> str:
-    return json.dumps(frame, default=str) + "\n"
-
-
-async def message_body(*, event, binding: AgentBinding, run_id: str, agent_pk, agent_name: str,
-                       stream: bool):
-    """The response body of a message: the agent is `working` while it runs, then `idle`
-    (also when the run fails or the client goes away)."""
-    await _mark_working(agent_pk)
+async def execute(prepared: PreparedRun) -> AsyncIterator[RunMessage]:
+    """Stream the run's delivered messages; an agent is `working` meanwhile, then `idle` (also
+    when the run fails or the caller goes away). Raises RunRefused if the run cannot start."""
+    agent_pk = prepared.agent.pk if prepared.agent else None
+    if agent_pk:
+        await _mark_working(agent_pk)
     try:
         orchestrator = Orchestrator(get_gateway())
-        reply = None
-        if stream:
-            yield ndjson({"type": "run.started", "run_id": run_id, "agent": agent_name,
-                          "event_id": event.event_id})
-        async with aclosing(orchestrator.run(event, binding, run_id=run_id,
-                                             agent_name=agent_name)) as messages:
+        async with aclosing(orchestrator.run(prepared.event, prepared.binding,
+                                             run_id=prepared.run_id,
+                                             agent_name=prepared.agent_name)) as messages:
             async for message in messages:
-                if message.type == "message.completed":
-                    reply = reply_of(message.data) or reply
-                if stream:
-                    yield ndjson(message.as_dict())
-        outcome = outcome_body(await readers.run_outcome_for_event(event.event_id), agent_name,
-                               reply)
-        yield ndjson({"type": "run.finished", **outcome}) if stream else json.dumps(outcome,
-                                                                                   default=str)
-    except RunRefused as exc:
-        frame = {"type": "run.refused", "agent": agent_name, "detail": str(exc)}
-        yield ndjson(frame) if stream else json.dumps(frame)
+                yield message
     finally:
-        await _after_run(agent_pk, event.conversation_id)
+        if agent_pk:
+            await _after_run(agent_pk, prepared.event.conversation_id)
+
+
+async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> dict:
+    """How the run ended, with the caller's ids: `{run_id, status, status_reason, usage, ...}`.
+
+    A message absorbed into an active run (steering) has no run of its own: it reports the
+    run that took it.
+    """
+    if messages and messages[0]["type"] == "steering.queued":
+        claimed = messages[0]["run_id"]
+        result = {"run_id": claimed, "event_id": prepared.event.event_id, "status": "steered",
+                  "status_reason": f"absorbed into active run {claimed}", "usage": None,
+                  "conversation_id": prepared.event.conversation_id}
+    else:
+        result = await run_selectors.run_outcome_for_event(prepared.event.event_id)
+    return prepared.public({**result, **({"messages": messages} if messages is not None else {})})
+
+
+async def run_to_end(prepared: PreparedRun) -> dict:
+    """Run and collect: the outcome with every delivered message."""
+    messages = [message.as_dict() async for message in execute(prepared)]
+    return await outcome(prepared, messages)
+

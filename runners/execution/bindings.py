@@ -1,10 +1,13 @@
-"""Binding resolution: the most specific enabled binding answers (conversation > agent >
-project > global); none, or two at the same level, is an error that says so."""
+"""Which runner answers, with which config and policies: the binding of a run.
 
-from asgiref.sync import sync_to_async
+The most specific enabled `Binding` row wins: conversation > agent instance > project >
+global. An agent with no row at any of those levels runs with the binding its type implies
+(`agent:<instance id>`, the type's runner and persona). Two rows at the winning level, or no
+binding at all, is a `BindingError` that says so.
+"""
 
-from runners.execution.protocol import SCOPE_PRECEDENCE, AgentBinding, AgentEventEnvelope
-from runners.models import Binding
+from runners.execution.protocol import SCOPE_PRECEDENCE, AgentBinding
+from runners.models import AgentInstance, AgentType, Binding
 
 
 class BindingError(LookupError):
@@ -23,28 +26,59 @@ def to_protocol(binding: Binding) -> AgentBinding:
     )
 
 
-def resolve_sync(event: AgentEventEnvelope) -> AgentBinding:
-    scope_ids = {
-        "conversation": event.conversation_id,
-        "agent": event.agent_id,
-        "project": event.project_id,
-        "global": "",
+def agent_runner_config(agent_type: AgentType) -> dict:
+    """The agent type's persona and models, handed to its runner as config."""
+    return {
+        "prompt": agent_type.personality_prompt,
+        "model": agent_type.primary_model,
+        "fallback_models": agent_type.fallback_models,
+        "model_params": agent_type.model_params,
+        "mcp_servers": agent_type.mcp_servers,
+        "expertise": agent_type.expertise,
     }
+
+
+def implied_agent_binding(agent: AgentInstance) -> AgentBinding:
+    """The binding an agent runs with when no `Binding` row speaks for it."""
+    return AgentBinding(
+        binding_id=f"agent:{agent.pk}",
+        scope={"scope_type": "agent", "scope_id": str(agent.pk)},
+        runner_id=agent.agent_type.runner_id,
+        runner_config=agent_runner_config(agent.agent_type),
+        state_policy={"state_scopes": ["conversation", "actor", "subject", "runner"]},
+    )
+
+
+def resolve(*, agent: AgentInstance | None = None, conversation_id: str | None = None,
+            project_id: str | None = None, timeout: float | None = None) -> AgentBinding:
+    """The binding for a run of `agent` (or, without an agent, of a project or conversation)."""
+    if agent is not None:
+        project_id = str(agent.project_id)
+    scope_ids = {"conversation": conversation_id, "agent": str(agent.pk) if agent else None,
+                 "project": project_id, "global": ""}
+    binding = None
     for scope_type in SCOPE_PRECEDENCE:
         scope_id = scope_ids[scope_type]
         if scope_id is None:
             continue
-        candidates = list(
-            Binding.objects.filter(enabled=True, scope_type=scope_type, scope_id=scope_id)[:2]
-        )
+        candidates = list(Binding.objects.filter(enabled=True, scope_type=scope_type,
+                                                 scope_id=scope_id)[:2])
         if len(candidates) > 1:
             raise BindingError(
                 f"Ambiguous bindings for {scope_type} '{scope_id or '*'}': "
-                f"{candidates[0].binding_id} and {candidates[1].binding_id}; disable one."
-            )
+                f"{candidates[0].binding_id} and {candidates[1].binding_id}; disable one.")
         if candidates:
-            return to_protocol(candidates[0])
-    raise BindingError("No enabled binding matches this event (conversation, agent, project or global).")
+            binding = to_protocol(candidates[0])
+            break
+    if binding is None:
+        if agent is None:
+            raise BindingError("No enabled binding matches this run (conversation, agent, "
+                               "project or global).")
+        binding = implied_agent_binding(agent)
+    return with_timeout(binding, timeout)
 
 
-resolve = sync_to_async(resolve_sync)
+def with_timeout(binding: AgentBinding, timeout: float | None) -> AgentBinding:
+    if timeout is not None:
+        binding.runner_config = {**binding.runner_config, "timeout": timeout}
+    return binding

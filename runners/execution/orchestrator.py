@@ -319,6 +319,7 @@ class Orchestrator:
         return await ledger.start_run(
             run={
                 "run_id": run_id, "event_id": event.event_id, "agent_id": event.agent_id or "",
+                "actor_type": event.actor.actor_type, "actor_id": event.actor.actor_id or "",
                 "binding_id": binding.binding_id, "runner_id": descriptor.id,
                 "conversation_id": event.conversation_id or "",
                 "thread_id": event.thread_id or "", "project_id": event.project_id or "",

@@ -79,10 +79,10 @@ async def test_an_empty_message_is_refused_with_422(conversation, user):
     assert error["status"] == 422
 
 
-async def test_someone_elses_conversation_is_closed_with_4403(conversation, outsider):
+async def test_someone_elses_conversation_is_closed_with_4404(conversation, outsider):
     token = await sync_to_async(lambda: token_pair(outsider)["access_token"])()
     socket = WebsocketCommunicator(
         application, f"/ws/conversations/{conversation.conversation_id}/?token={token}")
     await socket.connect()
 
-    assert (await socket.receive_output(timeout=5))["code"] == 4403
+    assert (await socket.receive_output(timeout=5))["code"] == 4404

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from ledger.models import AgentRunnerState, Conversation, Transcript
-from runners.conversations.services import state_identity
 from runners.execution.context import state_context
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,
@@ -51,14 +50,14 @@ def test_create_answers_201_with_generated_id_state_and_no_entries(user_client, 
         ("Taxes", {"k": 1, "user:lang": "fr"}, [])
 
 
-def test_create_with_a_taken_id_answers_409(user_client, agent):
+def test_creating_one_of_your_own_ids_again_answers_409(user_client, agent):
     open_conversation(user_client, agent, conversation_id="chat-1")
 
     response = user_client.post(conversations_url(agent), {"conversation_id": "chat-1"},
                                 format="json")
 
     assert response.status_code == 409
-    assert "already exists" in response.json()["detail"]
+    assert "already have" in response.json()["detail"]
 
 
 def test_create_with_a_bad_id_answers_400_naming_it(user_client, agent):
@@ -169,17 +168,18 @@ def test_conversation_state_is_the_state_the_runner_gets(user_client, agent, bui
 
 def test_conversation_scope_keys_match_the_runner_context(agent, user):
     from ledger.services import conversations as service
-    from runners.execution.agents import agent_binding_sync, user_event
+    from ledger.state_keys import conversation_scope_keys
+    from runners.conversations import services as door
 
     conversation = service.create(project_id=str(agent.project_id), agent_id=str(agent.pk),
-                                  user_id=str(user.pk))
-    binding = agent_binding_sync(agent)
-    event = user_event(user, conversation_id=conversation.conversation_id,
-                       project_id=str(agent.project_id))
+                                  user_id=str(user.pk), client_id="mine")
+    prepared = door.prepare_agent_run(door.Caller(user), agent_id=agent.pk,
+                                      conversation_id="mine", event_input={"text": "x"})
 
-    context_keys = {scope: info["scope_key"]
-                    for scope, info in state_context(event, binding, binding.runner_id).items()}
-    keys = service.scope_keys(conversation, state_identity(agent))
+    context_keys = {scope: info["scope_key"] for scope, info in
+                    state_context(prepared.event, prepared.binding,
+                                  prepared.binding.runner_id).items()}
+    keys = conversation_scope_keys(conversation, door.state_identity(agent, conversation))
 
     assert {scope: context_keys[scope] for scope in keys} == keys
 

@@ -316,7 +316,7 @@ def test_failed_artifact_save_fails_the_message_before_anything_is_written(send,
                                            {"url": "https://example.com/b.pdf"},
                                            {"name": "c", "data": b64(b"c")}]})
 
-    assert response.status_code == 500
+    assert response.status_code == 503
     assert body["detail"].startswith("failed to save artifact artifact_e-")
     assert nothing_written()
 

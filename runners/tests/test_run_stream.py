@@ -76,8 +76,8 @@ async def close_code(path: str, headers=None) -> int:
 
 async def test_a_subscriber_joining_mid_run_gets_every_event_once_in_order_then_the_status(
         qa_gateway, make_user, make_project):
-    member = await sync_to_async(make_user)()
-    project = await sync_to_async(make_project)(await sync_to_async(make_user)(), members=[member])
+    owner = await sync_to_async(make_user)()
+    project = await sync_to_async(make_project)(owner)
     run_id = new_run_id()
     event = AgentEventEnvelope(project_id=str(project.pk), input={"text": "deltas:6:0.2"})
     binding = AgentBinding(binding_id="ws-test", runner_id=SLOW)
@@ -92,7 +92,7 @@ async def test_a_subscriber_joining_mid_run_gets_every_event_once_in_order_then_
                 break
             await asyncio.sleep(0.02)
         assert not running.done()
-        communicator = await open_stream(f"/ws/runs/{run_id}/?token={access_token(member)}")
+        communicator = await open_stream(f"/ws/runs/{run_id}/?token={access_token(owner)}")
         frames, code = await collect(communicator)
     finally:
         await running

@@ -15,7 +15,8 @@ Frames are JSON: events `{run_id, sequence, type, data, usage, source[, created_
 `{type: "run.status", run_id, status, status_reason, sequence}`.
 
 Close codes: 4401 not signed in, 4403 not allowed to see the run (also for a run that does
-not exist, unless the user is a superuser: 4404), 4400 bad `after_sequence`.
+not exist, unless the user is a superuser: 4404), 4400 bad `after_sequence`. A run is seen by
+its actor, its project's owner and superusers (`runners.conversations.selectors`).
 """
 
 import asyncio
@@ -26,17 +27,17 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.core.exceptions import ValidationError
 from rest_framework.exceptions import APIException
 
-from accounts.models import Project
 from ledger.models import TERMINAL_STATUSES, AgentRun
+from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as readers
-from ledger.services import conversations
-from runners.api.views.conversations import prepare_message
-from runners.conversations.services import message_body
-from runners.execution.orchestrator import new_run_id
-from runners.models import AgentInstance
+from runners.api import streaming
+from runners.api.exceptions import status_for
+from runners.api.views.conversations import message_parts
+from runners.conversations import selectors
+from runners.conversations import services as door
+from runners.conversations.exceptions import InvalidInput, Refused
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +51,7 @@ def _load_run(run_id: str) -> AgentRun | None:
 
 @database_sync_to_async
 def can_view_run(user, run: AgentRun) -> bool:
-    """Superusers see every run; others the runs of projects they own or belong to."""
-    if user.is_superuser:
-        return True
-    if not run.project_id:
-        return False
-    try:
-        return Project.objects.visible_to(user).filter(pk=run.project_id).exists()
-    except ValidationError:  # not a UUID: no project of anyone's
-        return False
+    return selectors.can_view_run(user, run)
 
 
 def event_frame(event: dict) -> dict:
@@ -199,35 +192,42 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
 # --- conversations --------------------------------------------------------------------------
 
 @database_sync_to_async
-def _load_conversation(user, conversation_id: str):
-    """The user's own conversation and its agent, when the agent's project is visible to them."""
-    conversation = conversations.get(conversation_id, user_id=str(user.pk))
-    if conversation is None:
+def _load_conversation(user, conversation_id: str, agent_id: str | None):
+    """The caller's own conversation of that id (with `agent_id`, when the caller has several
+    of that id) and its agent; (None, None) when there is none the caller may use."""
+    candidates = list(conversation_selectors.owned_by(str(user.pk), conversation_id)[:2]
+                      if agent_id is None else
+                      conversation_selectors.owned_by(str(user.pk), conversation_id)
+                      .filter(agent_id=agent_id)[:2])
+    if len(candidates) != 1:
         return None, None
-    agent = (AgentInstance.objects.select_related("agent_type")
-             .filter(pk=conversation.agent_id, project__in=Project.objects.visible_to(user)).first())
-    return conversation, agent
+    try:
+        agent = door.find_agent(door.Caller(user), candidates[0].agent_id)
+    except Refused:
+        return None, None
+    return candidates[0], agent
 
 
 @database_sync_to_async
 def _prepare(user, conversation, data: dict):
-    agent = AgentInstance.objects.select_related("agent_type").get(pk=conversation.agent_id)
-    url = (f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}/conversations/"
-           f"{conversation.conversation_id}")
-    return prepare_message(user=user, agent=agent, conversation=conversation, data=data,
-                           conversation_url=url)
+    url = (f"/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
+           f"conversations/{conversation.client_id}/artifacts")
+    return door.prepare_agent_run(door.Caller(user), agent_id=conversation.agent_id,
+                                  conversation_id=conversation.client_id,
+                                  parts=message_parts(data), artifact_url=url)
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
-    """`ws/conversations/<conversation_id>/`: talk to the conversation's agent.
+    """`ws/conversations/<conversation_id>/[?agent_id=]`: talk to the conversation's agent.
 
     Send `{"type": "message", "text": ..., "attachments": [...]}`; receive the same frames as
     `POST .../messages?stream=1` (`run.started`, deltas and messages, `run.finished` or
     `run.refused`), the run's ledger events as `{"type": "run.event", "event": {...}}`, and
     `{"type": "error", "status", "detail"[, "errors"]}` when the message is refused (the
     status the REST endpoint would answer). One message runs at a time per connection;
-    closing the socket cancels the run. Close codes: 4401 not signed in, 4403 not the
-    caller's conversation (or its agent is not visible).
+    closing the socket cancels the run. Close codes: 4401 not signed in, 4404 no conversation
+    of the caller's with that id (someone else's is not found either; `agent_id` tells apart
+    two of the caller's conversations with one id).
     """
 
     async def connect(self):
@@ -237,9 +237,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation, agent = await _load_conversation(user, conversation_id)
-        if self.conversation is None or agent is None:
-            await self.close(code=4403)
+        query = parse_qs((self.scope.get("query_string") or b"").decode("latin-1"))
+        agent_id = (query.get("agent_id") or [None])[0]
+        self.conversation, agent = await _load_conversation(user, conversation_id, agent_id)
+        if self.conversation is None:
+            await self.close(code=4404)
             return
         self.user, self.task, self.group = user, None, None
         await self._send({"type": "ready", "conversation_id": conversation_id,
@@ -273,20 +275,23 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def _talk(self, frame: dict) -> None:
         data = {key: frame[key] for key in ("text", "attachments") if key in frame}
         try:
-            event, binding, node = await _prepare(self.user, self.conversation, data)
+            prepared = await _prepare(self.user, self.conversation, data)
+        except Refused as exc:
+            error = {"type": "error", "status": status_for(exc), "detail": exc.detail}
+            if isinstance(exc, InvalidInput) and exc.field:
+                error["errors"] = {exc.field: [exc.detail]}
+            await self._send(error)
+            return
         except APIException as exc:
             error = {"type": "error", "status": exc.status_code, "detail": _detail(exc)}
             if isinstance(exc.detail, dict):
                 error["errors"] = exc.detail
             await self._send(error)
             return
-        run_id = new_run_id()
-        self.group = f"run.{run_id}"
+        self.group = f"run.{prepared.run_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         try:
-            async with aclosing(message_body(event=event, binding=binding, run_id=run_id,
-                                             agent_pk=event.agent_id, agent_name=node.name,
-                                             stream=True)) as frames:
+            async with aclosing(streaming.message_body(prepared, stream=True)) as frames:
                 async for line in frames:
                     await self.send(text_data=line.rstrip("\n"))
         finally:

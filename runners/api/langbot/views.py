@@ -9,7 +9,7 @@ import json
 from django.contrib.auth import authenticate
 from django.db import transaction
 from django.http import StreamingHttpResponse
-from rest_framework import serializers
+from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,20 +17,23 @@ from rest_framework.views import APIView
 from accounts.models import User
 from accounts.permissions import IsSuperuser
 from accounts.tokens import token_pair
-from runners.execution.agents import user_event
-from runners.execution.orchestrator import Orchestrator, RunRefused
-from runners.execution.protocol import AgentBinding
+from runners.api.exceptions import status_for
+from runners.api.langbot.serializers import (
+    Credentials,
+    DebugAction,
+    DebugActionReplySerializer,
+    LangBotReplySerializer,
+    PipelineMetadataReplySerializer,
+    UserAuthReplySerializer,
+)
+from runners.conversations import services as door
+from runners.conversations.exceptions import Refused
+from runners.execution.orchestrator import RunRefused
 from runners.models import RunnerDescriptor
-from runners.plugins.gateway import get_gateway
 
 
 def failure(message: str, status: int = 400, code: int = 1) -> Response:
     return Response({"code": code, "msg": message}, status=status)
-
-
-class Credentials(serializers.Serializer):
-    user = serializers.EmailField()
-    password = serializers.CharField(max_length=128)
 
 
 def read_credentials(request) -> tuple[dict | None, Response | None]:
@@ -47,6 +50,8 @@ class UserInitView(APIView):
     permission_classes = [AllowAny]
     authentication_classes = []
 
+    @extend_schema(request=Credentials,
+                   responses={200: LangBotReplySerializer, 400: LangBotReplySerializer})
     def post(self, request):
         credentials, refused = read_credentials(request)
         if refused:
@@ -63,6 +68,9 @@ class UserAuthView(APIView):
     permission_classes = [AllowAny]
     authentication_classes = []
 
+    @extend_schema(request=Credentials, responses={200: UserAuthReplySerializer,
+                                                   400: LangBotReplySerializer,
+                                                   401: LangBotReplySerializer})
     def post(self, request):
         credentials, refused = read_credentials(request)
         if refused:
@@ -77,6 +85,7 @@ class UserAuthView(APIView):
 class PipelineMetadataView(APIView):
     """Pipeline config metadata: the `ai` group's `runner` stage lists the available runners."""
 
+    @extend_schema(responses=PipelineMetadataReplySerializer)
     def get(self, request):
         options = [
             {"name": runner.id, "label": runner.label or {"en_US": runner.runner_name}}
@@ -94,16 +103,10 @@ class PipelineMetadataView(APIView):
         }})
 
 
-class DebugAction(serializers.Serializer):
-    action = serializers.CharField(max_length=64)
-    timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
-    data = serializers.DictField()
-
-
-async def debug_run_body(event, binding):
+async def debug_run_body(prepared: door.PreparedRun):
     """One JSON document: the runner's message.completed result, or why there was none."""
     try:
-        outcome = await Orchestrator(get_gateway()).run_to_end(event, binding)
+        outcome = await door.run_to_end(prepared)
     except RunRefused as exc:
         yield json.dumps({"code": 1, "msg": str(exc)})
         return
@@ -116,10 +119,12 @@ async def debug_run_body(event, binding):
 
 
 class DebugPluginActionView(APIView):
-    """`run_agent`: run a plugin runner with a context, through the orchestrator."""
+    """`run_agent`: run a plugin runner with a context, through the one door."""
 
     permission_classes = [IsSuperuser]
 
+    @extend_schema(request=DebugAction, responses={200: DebugActionReplySerializer,
+                                                   400: LangBotReplySerializer})
     def post(self, request):
         body = DebugAction(data=request.data)
         if not body.is_valid():
@@ -134,17 +139,15 @@ class DebugPluginActionView(APIView):
         context = data.get("context") or {}
         event = context.get("event") or {}
         conversation = context.get("conversation") or {}
-        config = dict(context.get("config") or {})
-        if body.validated_data.get("timeout"):
-            config["timeout"] = body.validated_data["timeout"]
-        binding = AgentBinding(binding_id=f"debug:{runner_id}", runner_id=runner_id,
-                               runner_config=config,
-                               state_policy={"state_scopes": ["conversation", "actor", "subject",
-                                                              "runner"]})
-        run_event = user_event(
-            request.user, event_id=event.get("event_id"), event_type=event.get("event_type"),
-            conversation_id=conversation.get("conversation_id"),
-            input={"text": (context.get("input") or {}).get("text") or ""}, source="api",
-        )
-        return StreamingHttpResponse(debug_run_body(run_event, binding),
-                                     content_type="application/json")
+        try:
+            prepared = door.prepare_runner_run(
+                door.Caller(request.user), runner_id=runner_id, binding_prefix="debug",
+                runner_config=dict(context.get("config") or {}),
+                timeout=body.validated_data.get("timeout"), event_id=event.get("event_id"),
+                event_type=event.get("event_type"),
+                conversation_id=conversation.get("conversation_id"),
+                event_input={"text": (context.get("input") or {}).get("text") or ""},
+            )
+        except Refused as exc:
+            return failure(exc.detail, status=status_for(exc))
+        return StreamingHttpResponse(debug_run_body(prepared), content_type="application/json")

@@ -11,31 +11,31 @@ Routes (all under `/api/v1/projects/{project_id}/agents/{agent_id}/conversations
   data (base64) | text}`), `GET /{name}[?version=]` download, `GET /{name}/versions`,
   `DELETE /{name}[?version=]`.
 
-A conversation belongs to the user who opened it: anyone else gets 404. Messages are validated
-(and input files saved) here, on Django's sync side; the run itself happens while the response
-body streams, on the event loop (see run_views).
+A conversation belongs to the user who opened it: anyone else gets 404, whatever id they name
+(ids are scoped to the agent and owner). Messages go through the one door
+(`runners.conversations.services`) on Django's sync side; the run itself happens while the
+response body streams, on the event loop (`runners.api.streaming`).
 """
 
 import base64
 import binascii
 import re
-import uuid
-from urllib.parse import quote
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
 from django.utils.http import content_disposition_header
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status, viewsets
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.response import Response
 
-from accounts.models import Project
 from langhost.api import Conflict, Gone, Unprocessable
 from ledger.models import Artifact, Conversation
+from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors.runs import clamp_limit
-from ledger.services import conversations
+from ledger.services import conversations as conversation_services
 from ledger.services.artifacts import (
     ArtifactError,
     ArtifactNotFound,
@@ -43,27 +43,27 @@ from ledger.services.artifacts import (
     artifacts,
     max_bytes,
 )
-from runners.catalogue.agent_routing import TreeError
-from runners.conversations.services import (
-    ArtifactScope,
-    InputFileError,
-    Part,
-    build_input,
-    message_body,
-    new_invocation_id,
-    node_binding,
-    route,
-    state_identity,
+from runners.api import streaming
+from runners.api.serializers.artifacts import (
+    ArtifactSerializer,
+    ArtifactUploadSerializer,
+    ArtifactVersionSerializer,
 )
-from runners.execution import registry
-from runners.execution.agents import user_event
-from runners.execution.orchestrator import new_run_id
+from runners.api.serializers.conversations import (
+    MESSAGE_RESULT,
+    MESSAGE_STREAM_FRAME,
+    ConversationDetailSerializer,
+    ConversationSerializer,
+    ConversationStateSerializer,
+    CreateConversationSerializer,
+    MessageSerializer,
+    UpdateConversationSerializer,
+)
+from runners.conversations import services as door
+from runners.conversations.input import Part
 from runners.models import AgentInstance
-from runners.plugins.gateway import require_runner_sync
 
-CONVERSATION_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 DEFAULT_ENTRY_LIMIT = 20
-MAX_ATTACHMENTS = 20
 
 
 class PayloadTooLarge(APIException):
@@ -72,74 +72,16 @@ class PayloadTooLarge(APIException):
     default_code = "too_large"
 
 
-class RunnerUnavailable(APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_code = "runner_unavailable"
-
-
-class InputFileSaveFailed(APIException):
-    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
-    default_code = "artifact_save_failed"
-
-
-# --- serializers --------------------------------------------------------------------------
-
-class CreateConversationSerializer(serializers.Serializer):
-    conversation_id = serializers.RegexField(CONVERSATION_ID_RE, required=False, error_messages={
-        "invalid": "Use 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter "
-                   "or digit."})
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    state = serializers.DictField(required=False)
-
-
-class UpdateConversationSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    state = serializers.DictField(required=False)
-
-
-class AttachmentSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=255, required=False, allow_blank=True)
-    mime_type = serializers.CharField(max_length=255, required=False, allow_blank=True)
-    data = serializers.CharField(required=False, trim_whitespace=False,
-                                 help_text="The file's bytes, base64 (or a base64 data URL).")
-    url = serializers.URLField(max_length=2000, required=False)
-
-    def validate(self, attrs):
-        if ("data" in attrs) == ("url" in attrs):
-            raise serializers.ValidationError("Give exactly one of data (base64) or url.")
-        return attrs
-
-
-class MessageSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=20_000, required=False, allow_blank=True,
-                                 trim_whitespace=False)
-    attachments = AttachmentSerializer(many=True, required=False, max_length=MAX_ATTACHMENTS)
-
-
-class ArtifactUploadSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=255, required=False)
-    mime_type = serializers.CharField(max_length=255, required=False)
-    file = serializers.FileField(required=False)
-    data = serializers.CharField(required=False, trim_whitespace=False)
-    text = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
-
-
 def conversation_dict(conversation, *, state=None, entries=None) -> dict:
-    data = {"id": conversation.conversation_id, "project_id": conversation.project_id,
-            "agent_id": conversation.agent_id, "title": conversation.title,
-            "created_at": conversation.created_at, "updated_at": conversation.updated_at}
-    if state is not None:
-        data["state"] = state
+    """The conversation as its serializer shows it: with its `state`, and its `entries`, when
+    given."""
     if entries is not None:
-        data["entries"] = [entry_dict(entry) for entry in entries]
-    return data
-
-
-def entry_dict(entry) -> dict:
-    return {"id": entry.pk, "event_id": entry.event_id, "run_id": entry.run_id or None,
-            "role": entry.role, "author": entry.author, "content": entry.content,
-            "content_json": entry.content_json, "attachments": entry.attachment_refs,
-            "created_at": entry.created_at}
+        shape = ConversationDetailSerializer
+    elif state is not None:
+        shape = ConversationStateSerializer
+    else:
+        shape = ConversationSerializer
+    return shape(conversation, context={"state": state, "entries": entries}).data
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -178,52 +120,6 @@ def _version_param(request) -> int | None:
     return version
 
 
-def _require_runner(runner_id: str) -> None:
-    try:
-        require_runner_sync(runner_id)
-    except registry.RunnerNotFound as exc:
-        raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
-
-
-def prepare_message(*, user, agent: AgentInstance, conversation, data, conversation_url: str):
-    """Everything before a message runs, for the REST endpoint and the WebSocket alike: the
-    agent takes messages (409 paused, 410 terminated), the input is valid (422, 413), the tree
-    routes it to an agent whose runner is available (503), input files are saved as artifacts.
-
-    Returns `(event, binding, node)`; raises DRF API exceptions.
-    """
-    if agent.status == AgentInstance.Status.PAUSED:
-        raise Conflict(f"Agent '{agent.name}' is paused; resume it to send messages.")
-    if agent.status == AgentInstance.Status.TERMINATED:
-        raise Gone(f"Agent '{agent.name}' is terminated; it takes no more messages.")
-    parts = message_parts(data)
-    try:
-        _tree, node = route(agent, conversation.conversation_id)
-    except TreeError as exc:
-        raise Conflict(f"The agent tree of '{agent.agent_type.name}' is invalid: {exc}") from exc
-    binding = node_binding(agent, node)
-    _require_runner(binding.runner_id)
-
-    invocation_id = new_invocation_id()
-    scope = ArtifactScope(str(agent.project_id), str(user.pk), conversation.conversation_id)
-
-    def url_for(name, version):
-        return f"{conversation_url}/artifacts/{quote(name, safe='')}?version={version}"
-
-    try:
-        event_input = build_input(
-            parts, invocation_id=invocation_id, scope=scope, url_for=url_for,
-            save_blobs=agent.agent_type.save_input_blobs_as_artifacts)
-    except InputFileError as exc:
-        raise InputFileSaveFailed(str(exc)) from exc
-    event = user_event(
-        user, event_id=invocation_id, conversation_id=conversation.conversation_id,
-        project_id=str(agent.project_id), agent_id=str(agent.pk), input=event_input,
-        data={"invocation_id": invocation_id, "agent_name": node.name},
-    )
-    return event, binding, node
-
-
 def message_parts(data) -> list[Part]:
     """The parts of a message body: its text, then each attachment, in order."""
     body = MessageSerializer(data=data)
@@ -246,30 +142,17 @@ def message_parts(data) -> list[Part]:
 
 
 class AgentScopedMixin:
-    """The agent instance of the URL (in a project the caller sees) and its conversations."""
+    """The agent instance of the URL (one the caller sees) and the caller's conversations."""
 
     def get_agent(self) -> AgentInstance:
         if not hasattr(self, "_agent"):
-            try:
-                agent_pk = uuid.UUID(self.kwargs["agent_id"])
-            except ValueError:
-                raise NotFound("Agent not found.") from None
-            visible = Project.objects.visible_to(self.request.user)
-            agent = (AgentInstance.objects.select_related("agent_type")
-                     .filter(pk=agent_pk, project_id=self.kwargs["project_id"],
-                             project__in=visible).first())
-            if agent is None:
-                raise NotFound("Agent not found.")
-            self._agent = agent
+            self._agent = door.find_agent(door.Caller(self.request.user), self.kwargs["agent_id"],
+                                          self.kwargs["project_id"])
         return self._agent
 
     def get_conversation(self, conversation_id: str):
-        agent = self.get_agent()
-        conversation = conversations.get(conversation_id, user_id=str(self.request.user.pk),
-                                         agent_id=str(agent.pk))
-        if conversation is None:
-            raise NotFound(f"Conversation '{conversation_id}' not found.")
-        return conversation
+        return door.find_conversation(door.Caller(self.request.user), self.get_agent(),
+                                      conversation_id)
 
 
 # --- conversations ------------------------------------------------------------------------
@@ -284,13 +167,15 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Conversation.objects.none()
-        return conversations.list_for(agent_id=str(self.get_agent().pk),
-                                      user_id=str(self.request.user.pk))
+        return conversation_selectors.list_for(agent_id=str(self.get_agent().pk),
+                                               user_id=str(self.request.user.pk))
 
+    @extend_schema(responses=ConversationSerializer(many=True))
     def list(self, request, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response([conversation_dict(c) for c in page])
 
+    @extend_schema(responses={201: ConversationDetailSerializer})
     def create(self, request, **kwargs):
         agent = self.get_agent()
         if agent.status == AgentInstance.Status.TERMINATED:
@@ -298,20 +183,20 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         body = CreateConversationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        identity = state_identity(agent)
+        identity = door.state_identity(agent)
         try:
-            conversation = conversations.create(
+            conversation = conversation_services.create(
                 project_id=str(agent.project_id), agent_id=str(agent.pk),
-                user_id=str(request.user.pk), conversation_id=data.get("conversation_id"),
+                user_id=str(request.user.pk), client_id=data.get("conversation_id"),
                 title=data.get("title", ""), state=data.get("state"), identity=identity,
             )
-        except conversations.ConversationExists as exc:
+        except conversation_services.ConversationExists as exc:
             raise Conflict(str(exc)) from exc
-        state = conversations.get_state(conversation, identity)
+        state = conversation_selectors.get_state(conversation, identity)
         return Response(conversation_dict(conversation, state=state, entries=[]),
                         status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[
+    @extend_schema(responses=ConversationDetailSerializer, parameters=[
         OpenApiParameter("limit", int, description=f"recent entries (default "
                                                     f"{DEFAULT_ENTRY_LIMIT}, max 100)"),
         OpenApiParameter("after", str, description="only entries created at/after (ISO 8601)"),
@@ -326,46 +211,52 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
             after = parse_datetime(raw_after)
             if after is None:
                 raise Unprocessable("after must be an ISO 8601 date-time.", field="after")
-        entries = conversations.entries(
-            conversation.conversation_id, limit=clamp_limit(raw_limit, DEFAULT_ENTRY_LIMIT),
-            after=after)
-        state = conversations.get_state(conversation, state_identity(self.get_agent()))
+        entries = conversation_selectors.entries(
+            conversation, limit=clamp_limit(raw_limit, DEFAULT_ENTRY_LIMIT), after=after)
+        state = conversation_selectors.get_state(
+            conversation, door.state_identity(self.get_agent(), conversation))
         return Response(conversation_dict(conversation, state=state, entries=entries))
 
-    @extend_schema(request=UpdateConversationSerializer)
+    @extend_schema(request=UpdateConversationSerializer, responses=ConversationStateSerializer)
     def partial_update(self, request, conversation_id=None, **kwargs):
         conversation = self.get_conversation(conversation_id)
         body = UpdateConversationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        identity = state_identity(self.get_agent())
+        identity = door.state_identity(self.get_agent(), conversation)
         if "title" in body.validated_data:
             conversation.title = body.validated_data["title"]
             conversation.save(update_fields=["title", "updated_at"])
-        state = conversations.update_state(conversation, identity,
+        state = conversation_services.update_state(conversation, identity,
                                            body.validated_data.get("state") or {})
         return Response(conversation_dict(conversation, state=state))
 
     def destroy(self, request, conversation_id=None, **kwargs):
         conversation = self.get_conversation(conversation_id)
-        conversations.delete(conversation.conversation_id, user_id=str(request.user.pk))
+        conversation_services.delete(conversation)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=MessageSerializer, responses={201: None}, parameters=[
-        OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")])
+    @extend_schema(request=MessageSerializer, parameters=[
+        OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")],
+        responses={
+            (201, "application/json"): OpenApiResponse(
+                MESSAGE_RESULT, description="Once the run has ended: the answering agent, its "
+                "reply and the run's outcome (or `run.refused` if the runner could not start "
+                "it)."),
+            (201, "application/x-ndjson"): OpenApiResponse(
+                MESSAGE_STREAM_FRAME, description="With `?stream=1`: one frame per line, "
+                "`run.started`, the run's messages as they arrive, then `run.finished` with "
+                "the outcome (or `run.refused`)."),
+        })
     @action(detail=True, methods=["post"])
     def messages(self, request, conversation_id=None, **kwargs):
         """Send a message; the answering agent of the tree replies (see module doc)."""
         base = request.build_absolute_uri(request.path.rsplit("/messages", 1)[0])
-        event, binding, node = prepare_message(
-            user=request.user, agent=self.get_agent(),
-            conversation=self.get_conversation(conversation_id), data=request.data,
-            conversation_url=base)
-        stream = request.query_params.get("stream") in {"1", "true", "yes"}
-        body = message_body(event=event, binding=binding, run_id=new_run_id(),
-                            agent_pk=event.agent_id, agent_name=node.name, stream=stream)
-        return StreamingHttpResponse(
-            body, status=status.HTTP_201_CREATED,
-            content_type="application/x-ndjson" if stream else "application/json")
+        prepared = door.prepare_agent_run(
+            door.Caller(request.user), agent_id=self.kwargs["agent_id"],
+            project_id=self.kwargs["project_id"], conversation_id=conversation_id,
+            parts=message_parts(request.data), artifact_url=f"{base}/artifacts")
+        stream = streaming.wants_stream(request)
+        return streaming.response(streaming.message_body(prepared, stream), stream)
 
 
 # --- artifacts ----------------------------------------------------------------------------
@@ -384,13 +275,13 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         conversation = self.get_conversation(self.kwargs["conversation_id"])
         return conversation.project_id, conversation.user_id, conversation.conversation_id
 
+    @extend_schema(responses=ArtifactSerializer(many=True))
     def list(self, request, **kwargs):
         infos = artifacts.latest_infos(*self.scope())
         page = self.paginate_queryset(infos)
-        return self.get_paginated_response([
-            {"name": i.name, "latest_version": i.version, "mime_type": i.mime_type,
-             "size": i.size, "sha256": i.sha256, "created_at": i.created_at} for i in page])
+        return self.get_paginated_response(ArtifactSerializer(page, many=True).data)
 
+    @extend_schema(responses={201: ArtifactVersionSerializer})
     def create(self, request, **kwargs):
         scope = self.scope()
         body = ArtifactUploadSerializer(data=request.data)
@@ -420,9 +311,17 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         except ArtifactError as exc:
             raise Unprocessable(str(exc), field="name") from exc
         info = artifacts.metadata(*scope, name, version)
-        return Response(info.as_dict(), status=status.HTTP_201_CREATED)
+        return Response(ArtifactVersionSerializer(info).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("version", int)], responses={200: bytes})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("version", int, description="default: the latest"),
+            OpenApiParameter("X-Artifact-Version", int, OpenApiParameter.HEADER, response=True,
+                             description="The version sent"),
+        ],
+        responses={(200, "*/*"): OpenApiResponse(
+            OpenApiTypes.BINARY, description="The file's bytes, as its MIME type.")},
+    )
     def retrieve(self, request, name=None, **kwargs):
         scope = self.scope()
         try:
@@ -438,6 +337,7 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         response["ETag"] = f'"{info.sha256}"'
         return response
 
+    @extend_schema(responses=ArtifactVersionSerializer(many=True))
     @action(detail=True)
     def versions(self, request, name=None, **kwargs):
         scope = self.scope()
@@ -448,7 +348,7 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         except ArtifactError as exc:
             raise Unprocessable(str(exc), field="name") from exc
         page = self.paginate_queryset(infos)
-        return self.get_paginated_response([info.as_dict() for info in page])
+        return self.get_paginated_response(ArtifactVersionSerializer(page, many=True).data)
 
     @extend_schema(parameters=[OpenApiParameter("version", int)])
     def destroy(self, request, name=None, **kwargs):

@@ -4,12 +4,10 @@ import sys
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.selectors import runs as readers
-from runners.execution.agents import agent_binding_sync
-from runners.execution.orchestrator import Orchestrator, RunRefused, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
-from runners.models import AgentInstance
-from runners.plugins.gateway import LocalGateway
+from runners.conversations import services as door
+from runners.conversations.exceptions import Refused
+from runners.execution.orchestrator import RunRefused
+from runners.plugins.gateway import get_gateway
 
 
 class Command(BaseCommand):
@@ -26,36 +24,35 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         status = asyncio.run(self._run(options))
-        if status != "completed":
+        if status not in ("completed", "steered"):
             raise CommandError(f"run ended with status {status}")
 
     async def _run(self, options) -> str:
-        fields = {"event_id": options["event_id"]} if options["event_id"] else {}
-        event = AgentEventEnvelope(
-            conversation_id=options["conversation"], input={"text": options["text"]},
-            source="system", actor={"actor_type": "operator", "actor_id": "cli"}, **fields,
-        )
-        agent_name = ""
-        if options["agent"]:
-            agent = await sync_to_async(self._agent)(options["agent"])
-            binding = await sync_to_async(agent_binding_sync)(agent, options["timeout"])
-            event.agent_id, event.project_id, agent_name = str(agent.pk), str(agent.project_id), agent.name
-        else:
-            config = {"timeout": options["timeout"]} if options["timeout"] else {}
-            binding = AgentBinding(binding_id=f"cli:{options['runner']}", runner_id=options["runner"],
-                                   runner_config=config)
-        gateway = LocalGateway()
-        run_id = new_run_id()
-        self.stdout.write(f"run {run_id}")
+        # The operator at the command line goes through the same door as everyone else.
+        common = {"event_input": {"text": options["text"]}, "event_id": options["event_id"],
+                  "conversation_id": options["conversation"], "timeout": options["timeout"],
+                  "source": "system"}
         try:
-            async for message in Orchestrator(gateway).run(event, binding, run_id=run_id,
-                                                           agent_name=agent_name):
+            if options["agent"]:
+                prepared = await sync_to_async(door.prepare_agent_run)(
+                    door.Caller.operator(), agent_id=options["agent"], **common)
+            else:
+                prepared = await sync_to_async(door.prepare_runner_run)(
+                    door.Caller.operator(), runner_id=options["runner"], binding_prefix="cli",
+                    **common)
+        except Refused as exc:
+            raise CommandError(exc.detail) from exc
+        self.stdout.write(f"run {prepared.run_id}")
+        messages = []
+        try:
+            async for message in door.execute(prepared):
+                messages.append(message.as_dict())
                 self._show(message)
+            outcome = await door.outcome(prepared, messages)
         except RunRefused as exc:
             raise CommandError(str(exc)) from exc
         finally:
-            await gateway.stop()
-        outcome = await readers.run_outcome_for_event(event.event_id)
+            await get_gateway().stop()
         self.stdout.write("")
         self.stdout.write(f"run {outcome['run_id']} {outcome['status']}"
                           + (f": {outcome['status_reason']}" if outcome["status_reason"] else ""))
@@ -73,10 +70,3 @@ class Command(BaseCommand):
                 self.stdout.write("")
                 self._streaming = False
             self.stdout.write(str((message.data.get("message") or {}).get("content") or ""))
-
-    @staticmethod
-    def _agent(agent_id: str) -> AgentInstance:
-        try:
-            return AgentInstance.objects.select_related("agent_type").get(pk=agent_id)
-        except (AgentInstance.DoesNotExist, ValueError) as exc:
-            raise CommandError(f"No agent {agent_id}.") from exc

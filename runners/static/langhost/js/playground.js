@@ -37,6 +37,20 @@
     log.textContent = "";
   }
 
+  // An agent answers only in a conversation of the caller's own: open it before the first
+  // message (409: this session opened it already).
+  async function openConversation(url) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": LH.csrfToken(form) },
+      body: JSON.stringify({ conversation_id: conversationId, title: "Playground" }),
+    });
+    if (!response.ok && response.status !== 409) {
+      throw new Error("could not open the conversation (" + response.status + ")");
+    }
+  }
+
   function showError(text) {
     errorNote.textContent = text;
     errorNote.hidden = !text;
@@ -142,6 +156,7 @@
     }
     sendButton.disabled = true;
     try {
+      if (option.dataset.conversationsUrl) await openConversation(option.dataset.conversationsUrl);
       const attachments = file ? [await readFile(file)] : [];
       const body = { input: { text: text, attachments: attachments },
                      conversation_id: conversationId };

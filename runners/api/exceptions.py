@@ -1,0 +1,40 @@
+"""The API's answer to each refusal of the door: one status code per cause, everywhere."""
+
+from rest_framework import exceptions, status
+
+from langhost.api import exception_handler as envelope_exception_handler
+from runners.conversations import exceptions as refusals
+
+STATUS_FOR = {
+    refusals.NotFound: status.HTTP_404_NOT_FOUND,
+    refusals.Forbidden: status.HTTP_403_FORBIDDEN,
+    refusals.InvalidInput: status.HTTP_422_UNPROCESSABLE_ENTITY,
+    refusals.AgentPaused: status.HTTP_409_CONFLICT,
+    refusals.AgentTerminated: status.HTTP_410_GONE,
+    refusals.Unroutable: status.HTTP_409_CONFLICT,
+    refusals.RunnerUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+    refusals.StorageFailed: status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+
+
+def status_for(refusal: refusals.Refused) -> int:
+    return next(code for kind, code in STATUS_FOR.items() if isinstance(refusal, kind))
+
+
+class RefusedError(exceptions.APIException):
+    """A refusal as DRF answers it: `{detail, errors?: {<field>: [...]}}` (errors for the
+    invalid input's field only)."""
+
+    def __init__(self, refusal: refusals.Refused):
+        super().__init__(refusal.detail)
+        self.status_code = status_for(refusal)
+        self.field = refusal.field if isinstance(refusal, refusals.InvalidInput) else None
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, refusals.Refused):
+        exc = RefusedError(exc)
+    response = envelope_exception_handler(exc, context)
+    if response is not None and isinstance(exc, RefusedError) and exc.field:
+        response.data["errors"] = {exc.field: [str(exc.detail)]}
+    return response

@@ -1,0 +1,90 @@
+"""Response bodies of the endpoints that start runs.
+
+The run happens while the body streams, on the event loop, never holding Django's shared
+sync thread: NDJSON frames as results arrive (`?stream=1`), or one JSON outcome at the end.
+Closing the response early (the client went away) closes the run: it ends
+`consumer_cancelled` at once.
+"""
+
+import json
+
+from django.http import StreamingHttpResponse
+from rest_framework import status
+
+from runners.api.serializers.conversations import MessageOutcomeSerializer
+from runners.api.serializers.runs import RunOutcomeSerializer
+from runners.conversations import services as door
+from runners.execution.orchestrator import RunRefused
+
+
+def wants_stream(request) -> bool:
+    return request.query_params.get("stream") in {"1", "true", "yes"}
+
+
+def ndjson(frame: dict) -> str:
+    return json.dumps(frame, default=str) + "\n"
+
+
+def response(body, stream: bool) -> StreamingHttpResponse:
+    return StreamingHttpResponse(
+        body, status=status.HTTP_201_CREATED,
+        content_type="application/x-ndjson" if stream else "application/json")
+
+
+def run_outcome(outcome: dict) -> dict:
+    return RunOutcomeSerializer(outcome).data
+
+
+async def run_body(prepared: door.PreparedRun, stream: bool):
+    """`POST /runs`: `{run_id, status, status_reason, messages, usage, ...}`, or frames
+    `run.started`, messages, `run.finished`."""
+    try:
+        if not stream:
+            yield json.dumps(run_outcome(await door.run_to_end(prepared)), default=str)
+            return
+        yield ndjson({"type": "run.started", "run_id": prepared.run_id,
+                      "event_id": prepared.public_event_id})
+        async for message in door.execute(prepared):
+            yield ndjson(message.as_dict())
+        yield ndjson({"type": "run.finished", **run_outcome(await door.outcome(prepared))})
+    except RunRefused as exc:
+        yield (ndjson if stream else json.dumps)({"type": "run.refused", "detail": str(exc)})
+
+
+def reply_of(message_data: dict | None) -> dict | None:
+    message = (message_data or {}).get("message")
+    if not isinstance(message, dict):
+        return None
+    return {"role": message.get("role") or "assistant", "content": message.get("content")}
+
+
+def message_outcome(outcome: dict, agent_name: str, reply: dict | None) -> dict:
+    return MessageOutcomeSerializer({
+        "run_id": outcome.get("run_id"), "agent": agent_name, "status": outcome.get("status"),
+        "status_reason": outcome.get("status_reason") or "", "reply": reply,
+        "usage": outcome.get("usage"), "conversation_id": outcome.get("conversation_id"),
+        "event_id": outcome.get("event_id")}).data
+
+
+async def message_body(prepared: door.PreparedRun, stream: bool):
+    """A message to an agent: `{run_id, agent, status, status_reason, reply, usage, ...}`, or
+    frames `run.started`, messages, `run.finished` (or `run.refused`)."""
+    agent_name = prepared.agent_name
+    reply = None
+    try:
+        if stream:
+            yield ndjson({"type": "run.started", "run_id": prepared.run_id, "agent": agent_name,
+                          "event_id": prepared.public_event_id})
+        messages = []
+        async for message in door.execute(prepared):
+            messages.append(message.as_dict())
+            if message.type == "message.completed":
+                reply = reply_of(message.data) or reply
+            if stream:
+                yield ndjson(message.as_dict())
+        body = message_outcome(await door.outcome(prepared, messages), agent_name, reply)
+        yield ndjson({"type": "run.finished", **body}) if stream else json.dumps(body,
+                                                                                 default=str)
+    except RunRefused as exc:
+        frame = {"type": "run.refused", "agent": agent_name, "detail": str(exc)}
+        yield ndjson(frame) if stream else json.dumps(frame)
