@@ -146,7 +146,10 @@ class BindingAdmin(admin.ModelAdmin):
         (None, {"fields": ["binding_id", "enabled", "runner_id"]}),
         ("Scope", {"fields": ["scope_type", "scope_id"],
                    "description": "The most specific enabled binding answers: conversation, "
-                                  "then agent, project, global."}),
+                                  "then agent, project, global; an agent with none runs with "
+                                  "its type's runner. The scope id is the conversation's "
+                                  "ledger id, the agent's or project's UUID, or empty for "
+                                  "global."}),
         ("Runner config and policies", {"fields": ["runner_config", "state_policy",
                                                    "delivery_policy", "resource_policy"]}),
         ("Dates", {"fields": ["created_at", "updated_at"]}),

@@ -7,9 +7,9 @@ from django.contrib import admin
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 
-from accounts.models import Project
 from ledger.models import AgentRun
 from runners.admin.dashboard import dashboard_context
+from runners.conversations import selectors
 from runners.execution.registry import ensure_builtins_sync
 from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
 from runners.plugins.gateway import get_gateway
@@ -42,10 +42,9 @@ def dashboard_index(request, extra_context=None):
 
 def playground(request):
     """Chat with an agent instance (or, for superusers, any runner) and watch its runs."""
-    visible = Project.objects.visible_to(request.user)
-    agents = (AgentInstance.objects.filter(project__in=visible)
+    agents = (selectors.visible_agents(request.user)
               .exclude(status=AgentInstance.Status.TERMINATED)
-              .select_related("project", "agent_type").order_by("project__name", "name"))
+              .order_by("project__name", "name"))
     runners = RunnerDescriptor.objects.none()
     if request.user.is_superuser:
         ensure_builtins_sync()
