@@ -286,3 +286,44 @@ class Artifact(models.Model):
 
     def __str__(self):
         return f"{self.name} v{self.version}"
+
+
+class ModelCall(models.Model):
+    """One call to a model, by a plugin or a built-in runner: what it cost and how it went.
+
+    Every fallback attempt is a call of its own. The run's `usage` is the sum of its calls.
+    """
+
+    class Status(models.TextChoices):
+        OK = "ok"
+        ERROR = "error"
+        CANCELLED = "cancelled"
+        TIMEOUT = "timeout"
+
+    run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    agent_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    project_id = models.CharField(max_length=64, blank=True, default="")
+    caller = models.CharField(max_length=255, blank=True, default="",
+                              help_text="The plugin (author/name) or built-in runner that called.")
+    model_id = models.CharField(max_length=64)
+    model_name = models.CharField(max_length=200)
+    provider_name = models.CharField(max_length=100, blank=True, default="")
+    upstream_model = models.CharField(max_length=200, blank=True, default="")
+    operation = models.CharField(max_length=16, default="invoke")
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    error = models.TextField(blank=True, default="")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "model_call"
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"{self.model_name} {self.status} ({self.run_id or 'no run'})"

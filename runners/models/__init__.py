@@ -16,9 +16,10 @@ from runners.models.catalogue import (
     SubAgent,
 )
 from runners.models.plugins import PluginInstallation, PluginStorage, RunnerDescriptor
+from runners.models.providers import LLMModel, ModelProvider
 
 __all__ = [
     "DEFAULT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
-    "PluginInstallation", "PluginStorage", "RunnerDescriptor", "SubAgent",
+    "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
 ]

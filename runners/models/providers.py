@@ -1,0 +1,77 @@
+"""Where models come from: providers (an endpoint and its key) and the models agents name."""
+
+import uuid
+
+from django.db import models
+
+
+class ModelProvider(models.Model):
+    """An LLM endpoint: any OpenAI-compatible server, or Anthropic's API.
+
+    The API key is write-only: stored encrypted (`runners.providers.secrets`), or read from the
+    environment variable `api_key_env` names; never shown in responses, pages or logs.
+    """
+
+    class Kind(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible"
+        ANTHROPIC = "anthropic", "Anthropic"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENAI)
+    base_url = models.URLField(
+        max_length=500, blank=True, default="",
+        help_text="e.g. https://api.openai.com/v1, http://127.0.0.1:11434/v1 (Ollama); empty: "
+                  "the SDK's default for the kind.")
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    api_key_env = models.CharField(
+        max_length=100, blank=True, default="",
+        help_text="Take the API key from this environment variable instead of storing it.")
+    timeout = models.FloatField(default=60.0, help_text="Seconds for one call, at most.")
+    extra_headers = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted or self.api_key_env)
+
+
+class LLMModel(models.Model):
+    """A model agents name (`AgentType.primary_model`, `fallback_models`); its UUID is the
+    `llm_model_uuid` plugins see."""
+
+    class Type(models.TextChoices):
+        CHAT = "chat"
+        EMBEDDING = "embedding"
+        RERANK = "rerank"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200, unique=True,
+                            help_text="What agent types name, e.g. claude-3-sonnet.")
+    provider = models.ForeignKey(ModelProvider, on_delete=models.PROTECT, related_name="models")
+    upstream_model = models.CharField(max_length=200,
+                                      help_text="The provider's id for it, e.g. gpt-4o-mini.")
+    model_type = models.CharField(max_length=16, choices=Type.choices, default=Type.CHAT)
+    abilities = models.JSONField(default=list, blank=True,
+                                 help_text='Any of "tools", "vision", "streaming", "reasoning".')
+    context_window = models.PositiveIntegerField(default=8192)
+    input_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    output_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    cached_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "LLM model"
+
+    def __str__(self):
+        return self.name
