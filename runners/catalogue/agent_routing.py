@@ -158,3 +158,21 @@ def find_agent_to_run(tree: AgentTree, history: Sequence[Entry],
         if is_transferable(tree, agent):
             return agent
     return tree.root
+
+
+def transfer_targets(tree: AgentTree, agent: AgentNode) -> list[AgentNode]:
+    """The agents `agent` may hand the turn to with `transfer_to_agent`, in the order offered.
+
+    Sub-agents always; the parent if `agent` allows transfer to its parent and the parent is an
+    LLM agent; siblings if `agent` allows peer transfer and the parent runs auto-flow (it has
+    sub-agents, which it does: `agent` is one).
+    """
+    targets = list(agent.sub_agents)
+    parent = tree.parent_of(agent)
+    if parent is None:
+        return targets
+    if not agent.disallow_transfer_to_parent and parent.kind == LLM:
+        targets.append(parent)
+    if not agent.disallow_transfer_to_peers:
+        targets.extend(peer for peer in parent.sub_agents if peer is not agent)
+    return targets

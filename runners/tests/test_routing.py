@@ -17,6 +17,7 @@ from runners.catalogue.agent_routing import (
     find_agent_to_run,
     find_sub_agent,
     is_transferable,
+    transfer_targets,
 )
 
 
@@ -213,3 +214,31 @@ def test_root_that_disallows_transfer_makes_every_agent_non_transferable():
 
     assert not is_transferable(tree, find_agent(tree.root, "a"))
     assert chosen(tree, [said("a")]) == "root"
+
+
+# --- transfer_to_agent targets ---------------------------------------------------------------
+
+def names(nodes) -> list[str]:
+    return [node.name for node in nodes]
+
+
+def test_root_offers_its_sub_agents_only():
+    tree = routing_tree()
+
+    assert names(transfer_targets(tree, tree.root)) == ["no_transfer_agent",
+                                                        "allows_transfer_agent"]
+
+
+def test_a_child_offers_its_parent_and_peers_unless_disallowed():
+    tree = routing_tree()
+    allows, no_parent = tree.root.sub_agents[1], tree.root.sub_agents[0]
+
+    assert names(transfer_targets(tree, allows)) == ["root", "no_transfer_agent"]
+    assert names(transfer_targets(tree, no_parent)) == ["allows_transfer_agent"]
+
+
+def test_no_peers_when_peer_transfer_is_disallowed_and_no_parent_that_is_a_workflow():
+    billing = AgentNode("billing", disallow_transfer_to_peers=True)
+    tree = AgentTree(AgentNode("flow", kind="workflow", sub_agents=[billing, AgentNode("help")]))
+
+    assert transfer_targets(tree, billing) == []
