@@ -47,10 +47,13 @@ class RefreshSerializer(serializers.Serializer):
     refresh_token = serializers.CharField(max_length=4096)
 
 
-class TokenPairSerializer(serializers.Serializer):
+class AccessTokenSerializer(serializers.Serializer):
     access_token = serializers.CharField()
-    refresh_token = serializers.CharField()
     token_type = serializers.CharField()
+
+
+class TokenPairSerializer(AccessTokenSerializer):
+    refresh_token = serializers.CharField()
 
 
 class ProjectSerializer(serializers.ModelSerializer):

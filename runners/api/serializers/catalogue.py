@@ -5,7 +5,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from rest_framework import serializers
 
-from runners.models import AgentInstance, AgentType, SubAgent
+from runners.models import AgentInstance, AgentType, LLMModel, SubAgent
+from runners.providers.lookup import model_names, unknown_models
 
 
 class StringListField(serializers.ListField):
@@ -37,6 +38,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
     mcp_servers = serializers.ListField(required=False, max_length=50)
     sub_agents = serializers.ListField(child=serializers.UUIDField(), required=False,
                                        max_length=100)
+    unknown_models = serializers.SerializerMethodField(
+        help_text="Model names (primary, fallbacks) no registered model has: accepted, flagged.")
 
     class Meta:
         model = AgentType
@@ -44,7 +47,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "sub_agents", "created_at", "updated_at",
+            "save_input_blobs_as_artifacts", "sub_agents", "unknown_models", "created_at",
+            "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
 
@@ -52,6 +56,12 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         data["sub_agents"] = [str(link.child_id) for link in instance.sub_agent_links.all()]
         return data
+
+    def get_unknown_models(self, instance) -> list[str]:
+        # One query per request: a list's items share the context.
+        if "known_models" not in self.context:
+            self.context["known_models"] = set(LLMModel.objects.values_list("name", flat=True))
+        return unknown_models(model_names(instance), self.context["known_models"])
 
     def validate_model_params(self, value):
         return limit_json_size(value)
@@ -126,6 +136,11 @@ class SpawnAgentSerializer(serializers.Serializer):
     agent_type_id = serializers.UUIDField()
     project_id = serializers.UUIDField(required=False)
     name = serializers.CharField(max_length=200)
+
+
+class TerminatedAgentSerializer(serializers.Serializer):
+    message = serializers.CharField()
+    id = serializers.UUIDField()
 
 
 class AgentMetricsSerializer(serializers.Serializer):

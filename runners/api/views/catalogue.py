@@ -58,6 +58,8 @@ class ProjectAgentViewSet(
         return self._project
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no signed-in user
+            return AgentInstance.objects.none()
         return (
             AgentInstance.objects.filter(project=self.get_project())
             .select_related("agent_type")
@@ -103,6 +105,7 @@ class ProjectAgentViewSet(
     def resume(self, request, **kwargs):
         return Response(self.get_serializer(self._transition("resume")).data)
 
+    @extend_schema(responses={200: serializers.TerminatedAgentSerializer})
     def destroy(self, request, *args, **kwargs):
         agent = self._transition("terminate")
         return Response({"message": f"Agent '{agent.name}' terminated.", "id": str(agent.pk)})

@@ -59,13 +59,12 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         request=RunRequestSerializer,
         parameters=[OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")],
         responses={
-            (201, "application/json"): OpenApiResponse(
-                RUN_RESULT, description="Once the run has ended: its outcome with every message "
-                "(or `run.refused` if the runner could not start it)."),
-            (201, "application/x-ndjson"): OpenApiResponse(
-                RUN_STREAM_FRAME, description="With `?stream=1`: one frame per line, "
-                "`run.started`, the run's messages as they arrive, then `run.finished` (or "
-                "`run.refused`)."),
+            (201, "application/json"): OpenApiResponse(RUN_RESULT, description=(
+                "JSON: once the run has ended, its outcome with every message. NDJSON "
+                "(`?stream=1`): one frame per line, `run.started`, the run's messages as they "
+                "arrive, then `run.finished` with the outcome. Either way `run.refused` if the "
+                "runner could not start the run.")),
+            (201, "application/x-ndjson"): RUN_STREAM_FRAME,
         },
     )
     def create(self, request, *args, **kwargs):

@@ -1,0 +1,132 @@
+"""Runs and runners: the request that starts a run, the runs and events it leaves in the ledger,
+and the bodies `POST /runs` answers with (one outcome, or NDJSON frames with `?stream=1`)."""
+
+from drf_spectacular.utils import PolymorphicProxySerializer
+from rest_framework import serializers
+
+from ledger.models import AgentRun, AgentRunEvent
+from runners.models import RunnerDescriptor
+
+
+class RunRequestSerializer(serializers.Serializer):
+    runner_id = serializers.CharField(max_length=255, required=False)
+    agent_id = serializers.UUIDField(required=False)
+    binding_id = serializers.CharField(max_length=255, required=False)
+    input = serializers.DictField(help_text="`{text, attachments?}`")
+    event_id = serializers.CharField(max_length=128, required=False)
+    conversation_id = serializers.CharField(max_length=128, required=False)
+    timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
+
+    def validate_input(self, value):
+        text = value.get("text", "")
+        if not isinstance(text, str):
+            raise serializers.ValidationError("input.text must be a string.")
+        if len(text) > 20_000:
+            raise serializers.ValidationError("input.text is longer than 20000 characters.")
+        if not isinstance(value.get("attachments", []), list):
+            raise serializers.ValidationError("input.attachments must be a list.")
+        return value
+
+    def validate(self, attrs):
+        targets = [name for name in ("runner_id", "agent_id", "binding_id") if attrs.get(name)]
+        if len(targets) != 1:
+            raise serializers.ValidationError(
+                {"runner_id": ["Give exactly one of runner_id, agent_id or binding_id."]}
+            )
+        return attrs
+
+
+class RunSerializer(serializers.ModelSerializer):
+    usage = serializers.JSONField(source="usage_json", read_only=True)
+    duration_seconds = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = AgentRun
+        fields = [
+            "run_id", "event_id", "agent_id", "binding_id", "runner_id", "conversation_id",
+            "thread_id", "project_id", "status", "status_reason", "usage", "deadline_at",
+            "started_at", "finished_at", "cancel_requested_at", "duration_seconds", "created_at",
+        ]
+
+
+class RunEventSerializer(serializers.ModelSerializer):
+    data = serializers.JSONField(source="data_json")
+    usage = serializers.JSONField(source="usage_json")
+
+    class Meta:
+        model = AgentRunEvent
+        fields = ["run_id", "sequence", "type", "data", "usage", "source", "created_at"]
+
+
+class RunnerSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunnerDescriptor
+        fields = [
+            "id", "source", "label", "description", "plugin_author", "plugin_name",
+            "plugin_version", "runner_name", "config_schema", "capabilities", "permissions",
+            "usages", "supported_event_patterns", "available", "last_seen_at",
+        ]
+
+
+# --- what starting a run answers ------------------------------------------------------------
+
+class RunMessageSerializer(serializers.Serializer):
+    """One result of the runner delivered to the caller, with its ledger sequence."""
+
+    run_id = serializers.CharField()
+    sequence = serializers.IntegerField()
+    type = serializers.CharField(help_text="e.g. `message.delta`, `message.completed`, "
+                                           "`run.completed`")
+    data = serializers.JSONField()
+    usage = serializers.JSONField(allow_null=True)
+
+
+class RunOutcomeSerializer(serializers.Serializer):
+    """How a run ended. Only the keys the outcome has are shown: a run that never started has
+    no runner, and a streamed outcome has no `messages` (they were streamed)."""
+
+    run_id = serializers.CharField(allow_null=True)
+    event_id = serializers.CharField(help_text="The caller's own event id.")
+    status = serializers.CharField(allow_null=True, help_text="The run's status, `steered` "
+                                   "when the input was absorbed into an active run.")
+    status_reason = serializers.CharField(required=False)
+    usage = serializers.JSONField(required=False, allow_null=True)
+    runner_id = serializers.CharField(required=False)
+    agent_id = serializers.CharField(required=False, allow_null=True)
+    conversation_id = serializers.CharField(required=False, allow_null=True)
+    messages = RunMessageSerializer(many=True, required=False)
+
+    def to_representation(self, instance):
+        shown = super().to_representation(instance)
+        return {key: value for key, value in shown.items() if key in instance}
+
+
+class RunRefusedSerializer(serializers.Serializer):
+    """The runner could not start the run (the status is already 201 when this is known)."""
+
+    type = serializers.CharField(help_text="`run.refused`")
+    detail = serializers.CharField()
+
+
+class RunStartedFrameSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="`run.started`")
+    run_id = serializers.CharField()
+    event_id = serializers.CharField()
+
+
+class RunFinishedFrameSerializer(RunOutcomeSerializer):
+    type = serializers.CharField(help_text="`run.finished`")
+
+
+RUN_RESULT = PolymorphicProxySerializer(
+    component_name="RunResult",
+    serializers=[RunOutcomeSerializer, RunRefusedSerializer],
+    resource_type_field_name=None,
+)
+
+RUN_STREAM_FRAME = PolymorphicProxySerializer(
+    component_name="RunStreamFrame",
+    serializers=[RunStartedFrameSerializer, RunMessageSerializer, RunFinishedFrameSerializer,
+                 RunRefusedSerializer],
+    resource_type_field_name=None,
+)
