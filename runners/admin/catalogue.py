@@ -18,6 +18,7 @@ from runners.models import (
     SubAgent,
 )
 from runners.plugins.gateway import apply_plugin_settings
+from runners.providers import lookup
 
 
 class AgentTypeForm(forms.ModelForm):
@@ -78,8 +79,13 @@ class AgentTypeAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "description"]
     ordering = ["name"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["id", "created_at", "updated_at"]
+    readonly_fields = ["id", "unknown_models", "created_at", "updated_at"]
     inlines = [SubAgentInline]
+
+    @admin.display(description="unknown models")
+    def unknown_models(self, obj):
+        """Names the type gives that no registered model has: kept, but nothing can call them."""
+        return ", ".join(lookup.unknown_models(lookup.model_names(obj))) or "—"
 
 
 @admin.register(AgentInstance)

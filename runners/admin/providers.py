@@ -1,0 +1,97 @@
+from asgiref.sync import async_to_sync
+from django import forms
+from django.contrib import admin, messages
+
+from runners.models import LLMModel, ModelProvider
+from runners.providers.prices import prefill_prices
+from runners.providers.secrets import set_api_key
+
+
+class ModelProviderForm(forms.ModelForm):
+    """The API key is write-only: the field never shows the stored key, and left blank it
+    keeps it."""
+
+    # Declared for its scheme: a bare host means https (Django 6's default, without warnings).
+    base_url = forms.URLField(
+        required=False, max_length=500, assume_scheme="https",
+        help_text=ModelProvider._meta.get_field("base_url").help_text)
+    api_key = forms.CharField(
+        label="API key", required=False, strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted, never shown again. Leave blank to keep the current key.")
+    remove_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+
+    class Meta:
+        model = ModelProvider
+        fields = ["name", "kind", "base_url", "api_key_env", "timeout", "extra_headers"]
+
+    def save(self, commit=True):
+        provider = super().save(commit=False)
+        if self.cleaned_data.get("remove_api_key"):
+            set_api_key(provider, "")
+        elif self.cleaned_data.get("api_key"):
+            set_api_key(provider, self.cleaned_data["api_key"])
+        if commit:
+            provider.save()
+        return provider
+
+
+@admin.register(ModelProvider)
+class ModelProviderAdmin(admin.ModelAdmin):
+    form = ModelProviderForm
+    list_display = ["name", "kind", "base_url", "key_source", "timeout", "updated_at"]
+    list_filter = ["kind"]
+    search_fields = ["name", "base_url"]
+    readonly_fields = ["key_source", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "kind", "base_url", "timeout"]}),
+        ("API key", {"fields": ["key_source", "api_key", "remove_api_key", "api_key_env"]}),
+        ("Advanced", {"fields": ["extra_headers", "created_at", "updated_at"]}),
+    ]
+
+    @admin.display(description="API key")
+    def key_source(self, obj):
+        if obj.api_key_encrypted:
+            return "stored (encrypted)"
+        if obj.api_key_env:
+            return f"from ${obj.api_key_env}"
+        return "none"
+
+
+@admin.register(LLMModel)
+class LLMModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "upstream_model", "model_type", "input_price_per_mtok",
+                    "output_price_per_mtok", "is_active"]
+    list_filter = ["is_active", "model_type", "provider"]
+    search_fields = ["name", "upstream_model"]
+    autocomplete_fields = ["provider"]
+    readonly_fields = ["id", "created_at", "updated_at"]
+    actions = ["test_connection"]
+    fieldsets = [
+        (None, {"fields": ["id", "name", "provider", "upstream_model", "model_type", "abilities",
+                           "context_window", "is_active"]}),
+        ("Prices per million tokens", {
+            "fields": ["input_price_per_mtok", "output_price_per_mtok", "cached_price_per_mtok"],
+            "description": "Left at zero on a new model, they are filled in from genai-prices "
+                           "when it knows the upstream model."}),
+        ("Dates", {"fields": ["created_at", "updated_at"]}),
+    ]
+
+    def save_model(self, request, obj, form, change):
+        if not change and prefill_prices(obj):
+            self.message_user(request, f"Prices of {obj.upstream_model} filled in from "
+                                       "genai-prices.", messages.INFO)
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Test connection (one-token call)")
+    def test_connection(self, request, queryset):
+        from runners.providers.calls import probe  # the SDKs load on the first test, not at start
+
+        for model in queryset.select_related("provider"):
+            result = async_to_sync(probe)(model)
+            if result["ok"]:
+                self.message_user(request, f"Test of {model.name}: answered in "
+                                           f"{result['latency_ms']} ms.", messages.SUCCESS)
+            else:
+                self.message_user(request, f"Test of {model.name}: {result['error']}",
+                                  messages.ERROR)

@@ -1,0 +1,49 @@
+from asgiref.sync import async_to_sync
+from django.db.models import ProtectedError
+from drf_spectacular.utils import extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from accounts.permissions import IsSuperuser, IsSuperuserOrReadOnly
+from langhost.api import Conflict
+from runners.api.serializers import providers as serializers
+from runners.models import LLMModel, ModelProvider
+
+
+class ModelProviderViewSet(viewsets.ModelViewSet):
+    """Model providers (endpoints and their keys): superusers only, reading included."""
+
+    queryset = ModelProvider.objects.all()
+    serializer_class = serializers.ModelProviderSerializer
+    permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuser]
+    filterset_fields = ["kind"]
+    ordering_fields = ["name", "created_at"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_destroy(self, instance):
+        try:
+            instance.delete()
+        except ProtectedError as exc:
+            count = instance.models.count()
+            raise Conflict(f"Provider '{instance.name}' still has {count} model(s); "
+                           "delete or move them first.") from exc
+
+
+class LLMModelViewSet(viewsets.ModelViewSet):
+    """Models agents name: readable by everyone signed in, written (and tested) by superusers."""
+
+    queryset = LLMModel.objects.select_related("provider")
+    serializer_class = serializers.LLMModelSerializer
+    permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuserOrReadOnly]
+    filterset_fields = ["provider", "model_type", "is_active"]
+    ordering_fields = ["name", "created_at"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    @extend_schema(request=None, responses=serializers.ModelProbeSerializer)
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """A one-token call: 200 either way, `ok` says whether the model answered."""
+        from runners.providers.calls import probe  # the SDKs load on the first test, not at start
+
+        return Response(async_to_sync(probe)(self.get_object()))

@@ -1,0 +1,10 @@
+"""Model providers: the one layer that calls models, on the official async SDKs.
+
+`calls` (CallInfo; invoke, stream, count_tokens, invoke_embedding, probe), `fallback`
+(with_fallback, stream_with_fallback), `errors` (ProviderError, ModelsUnavailable), `secrets`
+(API keys at rest), `prices` (cost, genai-prices prefill), `lookup` (models by name). Every
+call is recorded in the ledger as a ModelCall.
+
+Nothing is re-exported here: `calls` imports both SDKs (about a second), which pages that
+only read or write providers' settings should not pay for.
+"""
