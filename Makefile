@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test browser bench
+.PHONY: run test install install-test browser redis bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -23,13 +23,24 @@ browser:
 	    chromium chromium-driver fonts-liberation >/dev/null; \
 	fi
 
+# The worker-mode tests run two processes through a real Redis: Debian's, installed once.
+redis:
+	@if ! command -v redis-server >/dev/null; then \
+	  SUDO=""; if [ "$$(id -u)" != "0" ]; then SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    redis-server >/dev/null; \
+	fi
+
 run: install
 	$(PY) manage.py serve
 
-test: install-test browser
+test: install-test browser redis
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
 
-bench: install
+# The model benchmark's scripted provider lives with the tests: install their extras too.
+bench: install-test
 	$(PY) bench/run_overhead.py
+	$(PY) bench/llm_overhead.py

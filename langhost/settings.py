@@ -5,11 +5,12 @@ in-memory channel layer, and the plugin runtime spawned over stdio.
 """
 
 import os
-import secrets
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+
+from langhost import data_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -21,22 +22,10 @@ def env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DATA_DIR = Path(os.environ.get("LANGHOST_DATA_DIR", BASE_DIR / "data")).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _secret_key() -> str:
-    """An explicit key wins; otherwise one is generated once and kept in the data dir."""
-    if key := os.environ.get("DJANGO_SECRET_KEY"):
-        return key
-    path = DATA_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# Created, with the generated secret key, by the entry points (manage.py, asgi.py) through
+# `langhost.data_dir.prepare()`: importing these settings writes nothing.
+DATA_DIR = data_dir.location()
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or data_dir.stored_secret_key(DATA_DIR)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 
@@ -91,6 +80,9 @@ TEMPLATES = [
 
 _sqlite_default = f"sqlite:///{DATA_DIR / 'langhost.sqlite3'}"
 DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _sqlite_default))}
+# A connection that a database restart broke is replaced at its next use instead of failing
+# every query of a long-lived process (the runtime worker) until that process restarts.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the run loop write while admin pages read; IMMEDIATE avoids
     # "database is locked" upgrades from read to write transactions.
@@ -127,7 +119,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # A receive blocks in Redis for up to 5 s; redis-py's default read timeout (5 s
+            # in recent versions) would race it and fail idle receives at random.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
         }
     }
 else:
@@ -177,6 +171,9 @@ LANGHOST_RUNTIME_WORKER = env_bool("LANGHOST_RUNTIME_WORKER", False)
 LANGHOST_PLUGINS_DIR = Path(
     os.environ.get("LANGHOST_PLUGINS_DIR", BASE_DIR / "plugins")
 ).resolve()
+# A `running` run's lease: the process executing it renews it every sixth of this; a runtime
+# owner fails runs whose lease ran out (their process died) about as often.
+LANGHOST_RUN_LEASE_SECONDS = float(os.environ.get("LANGHOST_RUN_LEASE_SECONDS", 120))
 LANGHOST_ARTIFACT_MAX_BYTES = int(os.environ.get("LANGHOST_ARTIFACT_MAX_BYTES", 25 * 1024 * 1024))
 # Conversation artifacts go through Django's storage API ("artifacts" alias): files in the
 # data dir by default; point the backend elsewhere (e.g. S3) without touching the code.

@@ -1,7 +1,8 @@
 """Start the embedded runtime with the web server, not with the first run.
 
-Daphne has no startup hook for applications, so the first request served on the event loop
-starts the gateway in the background; the admin then shows runners as soon as they load.
+Daphne has no startup hook for applications, so the first request served on an event loop
+starts the process's gateway in the background; the admin then shows runners as soon as they
+load. (With `LANGHOST_RUNTIME_WORKER` there is nothing to start here.)
 """
 
 import asyncio
@@ -9,7 +10,7 @@ import logging
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
-from runners.plugins.gateway import LocalGateway, get_gateway
+from runners.plugins.gateway import get_gateway
 
 logger = logging.getLogger(__name__)
 
@@ -20,23 +21,20 @@ class RuntimeStartMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.started_loop = None
+        self.started = False
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
 
     def __call__(self, request):
         if iscoroutinefunction(self.get_response):
             return self._acall(request)
-        return self.get_response(request)  # no event loop of ours to run the runtime on
+        return self.get_response(request)  # not served by an ASGI server: no runtime to start
 
     async def _acall(self, request):
-        loop = asyncio.get_running_loop()
-        if self.started_loop is not loop:
-            self.started_loop = loop
-            gateway = get_gateway()
-            if isinstance(gateway, LocalGateway):
-                task = loop.create_task(gateway.discover())
-                task.add_done_callback(_log_failure)
+        if not self.started:
+            self.started = True
+            task = asyncio.get_running_loop().create_task(get_gateway().start())
+            task.add_done_callback(_log_failure)
         return await self.get_response(request)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -27,7 +28,6 @@ from ledger.models import (
 )
 from ledger.sql import insert_rows, update_rows
 
-LEASE_SECONDS = 120
 TRANSCRIPT_MAX_CHARS = 4000
 STATE_VALUE_MAX_BYTES = 256 * 1024
 STEERING_QUEUE_MAX = 100
@@ -65,7 +65,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
             insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
             insert_rows(AgentRun, [{
                 "status": RunStatus.RUNNING, "started_at": now, "execution_owner_id": owner_id,
-                "lease_expires_at": now + timedelta(seconds=LEASE_SECONDS), **run,
+                "lease_expires_at": _lease_end(now), **run,
             }])
             if user_transcript:
                 insert_rows(Transcript, [user_transcript])
@@ -174,13 +174,16 @@ def cancel_requested(run_id: str) -> bool:
     return AgentRun.objects.filter(run_id=run_id, cancel_requested_at__isnull=False).exists()
 
 
+def _lease_end(now):
+    return now + timedelta(seconds=settings.LANGHOST_RUN_LEASE_SECONDS)
+
+
 @sync_to_async
-def renew_leases(owner_id: str) -> int:
-    """Keep this process's running runs from being reaped."""
-    expires = timezone.now() + timedelta(seconds=LEASE_SECONDS)
+def renew_leases(owner_id: str, run_ids: list[str]) -> int:
+    """Keep the runs a process executes (still `running`, still its own) from being reaped."""
     return AgentRun.objects.filter(
-        execution_owner_id=owner_id, status=RunStatus.RUNNING
-    ).update(lease_expires_at=expires)
+        run_id__in=run_ids, execution_owner_id=owner_id, status=RunStatus.RUNNING
+    ).update(lease_expires_at=_lease_end(timezone.now()))
 
 
 def reap_stale_runs_sync(now=None) -> list[str]:
@@ -254,9 +257,14 @@ def enqueue_steering(run_id: str, event_id: str, item: dict, event_log: dict,
                      user_transcript: dict | None) -> bool:
     """Queue a message for an active run; False when the run is gone or its queue is full."""
     with transaction.atomic():
-        active = AgentRun.objects.filter(run_id=run_id, status=RunStatus.RUNNING).exists()
+        # The run's row stays locked until the item is in: the run cannot end (and drop its
+        # queue) in between, and two messages cannot both take the queue's last place.
+        active = AgentRun.objects.select_for_update().filter(
+            run_id=run_id, status=RunStatus.RUNNING).values_list("pk", flat=True)
+        if not active:
+            return False
         queued = SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).count()
-        if not active or queued >= STEERING_QUEUE_MAX:
+        if queued >= STEERING_QUEUE_MAX:
             return False
         EventLog.objects.create(**event_log)
         SteeringItem.objects.create(run_id=run_id, event_id=event_id, item_json=item)

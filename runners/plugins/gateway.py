@@ -1,7 +1,9 @@
 """The process's way to the plugin runtime: discovery, runs, status.
 
-In the embedded default this process owns the runtime link (`LocalGateway`). The gateway is
-bound to the event loop it was created in; `get_gateway()` hands out one per loop.
+In the embedded default this process owns the runtime link (`LocalGateway`); with
+`LANGHOST_RUNTIME_WORKER` another process does and this one asks it (`ChannelGateway`). Either
+is a `Gateway`. `get_gateway()` is the process's one gateway, on the process's own loop and
+callable from any (`runners.execution.process`).
 """
 
 import asyncio
@@ -10,25 +12,52 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import yaml
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
+from django.db import transaction
 
-from ledger.services import runs as ledger
-from runners.execution import registry
+from runners.execution import liveness, registry
+from runners.execution.process import host_process
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins.host import DjangoHost, installation_for_sync
 from runners.plugins.runtime.link import RuntimeLink
+from runners.plugins.worker import ChannelGateway
 
 logger = logging.getLogger(__name__)
 
 DISCOVERY_POLL_SECONDS = 0.25
 DISCOVERY_TIMEOUT_SECONDS = 15.0
 REFRESH_INTERVAL_SECONDS = 30.0
-HOUSEKEEPING_INTERVAL_SECONDS = 20.0
+
+
+@runtime_checkable
+class Gateway(Protocol):
+    """What the orchestrator, the admin and the commands need of the plugin runtime."""
+
+    async def start(self) -> None:
+        """Bring up what this gateway owns (a runtime link, if any); discovery follows."""
+
+    async def stop(self) -> None: ...
+
+    async def discover(self, timeout: float = DISCOVERY_TIMEOUT_SECONDS) -> list[RunnerDescriptor]:
+        """Ask the runtime for its runners, store them, and return the available ones."""
+
+    def run_runner(self, descriptor: RunnerDescriptor, context: dict,
+                   item_timeout: float) -> AsyncIterator[dict]:
+        """The runner's results; closing the stream cancels the runner."""
+
+    async def status(self) -> dict:
+        """The runtime link's mode, state, uptime and last error."""
+
+    async def restart_plugin(self, author: str, name: str) -> None:
+        """Have the runtime relaunch the plugin, which reads its settings again; returns once
+        asked. A runtime that is not running reads them when it starts."""
 
 
 def instance_id() -> str:
@@ -88,7 +117,6 @@ class LocalGateway:
         link_args = {"url": url, "token": token} if url else {"runtime_dir": self.runtime_dir}
         self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
                                 on_state_change=self._on_state_change, **link_args)
-        self.loop = None
         self.plugins: list[dict] = []
         self._tasks: set[asyncio.Task] = set()
         self._started = False
@@ -105,14 +133,13 @@ class LocalGateway:
         if self._started:
             return
         self._started = True
-        self.loop = asyncio.get_running_loop()
         await sync_to_async(sync_installations_sync)(self.plugins_dir, self.instance_id)
         if self.link.mode == "stdio":
             self.runtime_dir.mkdir(parents=True, exist_ok=True)
             prepare_runtime_dir(self.plugins_dir, self.runtime_dir)
         await self.link.start()
         self._spawn(self._refresh_forever())
-        self._spawn(self._housekeeping_forever())
+        self._spawn(liveness.reap_forever())  # the runtime's owner fails runs that died
 
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.
@@ -186,23 +213,24 @@ class LocalGateway:
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
         failures = self.link.plugin_failures()
         failed = set()
-        for installation in PluginInstallation.objects.all():
-            plugin = by_id.get(installation.plugin_id)
-            if not installation.enabled:
-                status, error = "disabled", ""
-            elif plugin is not None:
-                status = plugin.get("status") or "listed"
-                error = "" if installation.plugin_id in listed or status == "initialized" else (
-                    installation.last_error
-                )
-            else:
-                status = "failed"
-                error = failures.get(installation.plugin_id) or (
-                    "The runtime did not load this plugin; see the runtime log for its reason.")
-                failed.add(installation.plugin_id)
-            if (status, error) != (installation.status, installation.last_error):
-                installation.status, installation.last_error = status, error
-                installation.save(update_fields=["status", "last_error", "updated_at"])
+        with transaction.atomic():  # one discovery's statuses are stored together or not at all
+            for installation in PluginInstallation.objects.all():
+                plugin = by_id.get(installation.plugin_id)
+                if not installation.enabled:
+                    status, error = "disabled", ""
+                elif plugin is not None:
+                    status = plugin.get("status") or "listed"
+                    error = "" if installation.plugin_id in listed or status == "initialized" else (
+                        installation.last_error
+                    )
+                else:
+                    status = "failed"
+                    error = failures.get(installation.plugin_id) or (
+                        "The runtime did not load this plugin; see the runtime log for its reason.")
+                    failed.add(installation.plugin_id)
+                if (status, error) != (installation.status, installation.last_error):
+                    installation.status, installation.last_error = status, error
+                    installation.save(update_fields=["status", "last_error", "updated_at"])
         self._failed_plugins = failed
 
     @staticmethod
@@ -214,23 +242,10 @@ class LocalGateway:
             await asyncio.sleep(REFRESH_INTERVAL_SECONDS)
             if self.link.state == "ready":
                 try:
+                    await liveness.recycle_db_connections()
                     await self.discover()
                 except Exception:
                     logger.exception("periodic runner discovery failed")
-
-    async def _housekeeping_forever(self) -> None:
-        """Renew the leases of this process's runs and fail runs whose owner died."""
-        from runners.execution.orchestrator import OWNER_ID
-
-        while True:
-            try:
-                await ledger.renew_leases(OWNER_ID)
-                reaped = await ledger.reap_stale_runs()
-                if reaped:
-                    logger.warning("reaped %d stale runs: %s", len(reaped), ", ".join(reaped))
-            except Exception:
-                logger.exception("run housekeeping failed")
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL_SECONDS)
 
     # --- runs ------------------------------------------------------------------------------
 
@@ -251,7 +266,12 @@ class LocalGateway:
                 yield item
 
     async def restart_plugin(self, author: str, name: str) -> None:
-        await self.start()
+        # The relaunch and the rediscovery after it run in the background (kept, and stopped
+        # with the gateway), so the admin that asked stays responsive.
+        if self._started:
+            self._spawn(self._restart_plugin(author, name))
+
+    async def _restart_plugin(self, author: str, name: str) -> None:
         await self.link.wait_ready(DISCOVERY_TIMEOUT_SECONDS)
         await self.link.restart_plugin(author, name)
         self._failed_plugins.discard(f"{author}/{name}")  # a restart is a new chance to load
@@ -276,24 +296,11 @@ def require_runner_sync(runner_id: str) -> RunnerDescriptor:
 
 
 def apply_plugin_settings(author: str, name: str) -> None:
-    """From sync code (admin): have this process's runtime restart a plugin with its settings.
+    """From sync code (admin): have the runtime restart a plugin with its settings.
 
-    Returns at once; the restart and the rediscovery after it run on the event loop.
+    Returns at once; the restart and the rediscovery after it run in the background.
     """
-
-    async def schedule():
-        gateway = get_gateway()
-        if isinstance(gateway, LocalGateway):
-            # No runtime in this process (e.g. no event loop owns one): nothing to restart; the
-            # runtime reads the new settings when it next launches the plugin. Starting one
-            # here would tie it to a throwaway loop.
-            if gateway.loop is None:
-                return
-            gateway._spawn(gateway.restart_plugin(author, name))  # kept, and stopped with it
-        else:
-            await gateway.restart_plugin(author, name)  # a message to the owning process
-
-    async_to_sync(schedule)()
+    async_to_sync(get_gateway().restart_plugin)(author, name)
 
 
 def _plugin_id(plugin: dict) -> str:
@@ -302,21 +309,11 @@ def _plugin_id(plugin: dict) -> str:
     return f"{metadata.get('author')}/{metadata.get('name')}"
 
 
-_gateways: dict[int, LocalGateway] = {}
-
-
-def get_gateway():
-    """The gateway of the running event loop (created, not yet started, on first use).
+def get_gateway() -> Gateway:
+    """This process's gateway, whichever loop or thread asks (made, not started, on first use).
 
     With `LANGHOST_RUNTIME_WORKER` set, another process owns the runtime (`manage.py runtime`)
     and this one reaches it through the Channels layer.
     """
-    loop = asyncio.get_running_loop()
-    if settings.LANGHOST_RUNTIME_WORKER:
-        from runners.plugins.worker import ChannelGateway
-
-        return ChannelGateway()
-    gateway = _gateways.get(id(loop))
-    if gateway is None or gateway.loop not in (None, loop):
-        gateway = _gateways[id(loop)] = LocalGateway()
-    return gateway
+    return host_process().gateway(
+        ChannelGateway if settings.LANGHOST_RUNTIME_WORKER else LocalGateway)

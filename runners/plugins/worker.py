@@ -1,8 +1,9 @@
 """Reaching the runtime through the Channels layer, for deployments with several web processes.
 
 One process (`manage.py runtime`) owns the runtime link and serves the channel
-`langhost.runtime`; web processes use `ChannelGateway`, which has the same interface as
-`LocalGateway` (`discover`, `run_runner`, `status`). Messages:
+`langhost.runtime`; web processes use `ChannelGateway`, a `Gateway` like `LocalGateway`.
+The runs themselves execute (and keep their leases) in the web processes; the worker only
+streams each runner's results to them. Messages:
 
   runner.list  {reply_channel}                          → {type: "runtime.reply", runners|error}
   run.start    {reply_channel, stream_id, runner, context, item_timeout}
@@ -19,9 +20,11 @@ import contextlib
 import logging
 import uuid
 
+from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
-from channels.layers import get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
+from runners.execution import liveness
 from runners.models import RunnerDescriptor
 
 logger = logging.getLogger(__name__)
@@ -35,11 +38,11 @@ class RuntimeWorkerConsumer(AsyncConsumer):
 
     gateway = None  # set by `manage.py runtime` (or a test) before messages arrive
     streams: dict[str, asyncio.Task] = {}
-    restarts: set[asyncio.Task] = set()
 
     async def runner_list(self, message):
         try:
             stored = await self.gateway.discover()
+            # Ids only: the asking process reads the descriptors from the shared database.
             reply = {"runners": [descriptor.pk for descriptor in stored]}
         except Exception as exc:
             reply = {"error": f"{type(exc).__name__}: {exc}"}
@@ -50,11 +53,11 @@ class RuntimeWorkerConsumer(AsyncConsumer):
                                       {"type": "runtime.reply", "status": await self.gateway.status()})
 
     async def plugin_restart(self, message):
-        task = asyncio.ensure_future(self.gateway.restart_plugin(message["author"], message["name"]))
-        self.restarts.add(task)  # keep a reference until it is done
-        task.add_done_callback(self.restarts.discard)
+        await self.gateway.restart_plugin(message["author"], message["name"])
 
     async def run_start(self, message):
+        # No request cycle closes this long-lived process's connections: each run does.
+        await liveness.recycle_db_connections()
         task = asyncio.ensure_future(self._stream(message))
         self.streams[message["stream_id"]] = task
         task.add_done_callback(lambda _: self.streams.pop(message["stream_id"], None))
@@ -92,24 +95,31 @@ class ChannelGateway:
     """The runtime link as seen from a process that does not own it."""
 
     def __init__(self, channel_layer=None):
-        self.channel_layer = channel_layer or get_channel_layer()
+        # By default a layer instance of its own: a Redis layer receives on one event loop
+        # only, and this gateway's loop is not the one the server's consumers receive on.
+        self.channel_layer = channel_layer or channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
 
-    async def _request(self, message: dict) -> dict:
+    async def _request(self, message: dict, timeout: float = REPLY_TIMEOUT_SECONDS) -> dict:
         reply_channel = await self.channel_layer.new_channel()
         await self.channel_layer.send(RUNTIME_CHANNEL, {**message, "reply_channel": reply_channel})
         try:
-            return await asyncio.wait_for(self.channel_layer.receive(reply_channel),
-                                          REPLY_TIMEOUT_SECONDS)
+            return await asyncio.wait_for(self.channel_layer.receive(reply_channel), timeout)
         except TimeoutError:
             raise RuntimeUnavailable(
-                f"no answer on '{RUNTIME_CHANNEL}' within {REPLY_TIMEOUT_SECONDS:.0f}s: "
+                f"no answer on '{RUNTIME_CHANNEL}' within {timeout:.0f}s: "
                 "is `manage.py runtime` running?") from None
 
-    async def discover(self):
-        reply = await self._request({"type": "runner.list"})
+    async def start(self) -> None:
+        """Nothing to bring up: the runtime is the worker's."""
+
+    async def stop(self) -> None:
+        """Nothing to stop: the runtime is the worker's."""
+
+    async def discover(self, timeout: float = REPLY_TIMEOUT_SECONDS) -> list[RunnerDescriptor]:
+        reply = await self._request({"type": "runner.list"}, timeout)
         if "error" in reply:
             raise RuntimeUnavailable(reply["error"])
-        return reply["runners"]
+        return await _descriptors(reply["runners"])
 
     async def status(self) -> dict:
         return (await self._request({"type": "runtime.status"}))["status"]
@@ -150,3 +160,8 @@ class ChannelGateway:
                     await self.channel_layer.send(RUNTIME_CHANNEL,
                                                   {"type": "run.cancel", "stream_id": stream_id})
 
+
+@sync_to_async
+def _descriptors(runner_ids: list[str]) -> list[RunnerDescriptor]:
+    by_id = RunnerDescriptor.objects.in_bulk(runner_ids)
+    return [by_id[runner_id] for runner_id in runner_ids if runner_id in by_id]

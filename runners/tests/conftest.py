@@ -6,8 +6,9 @@ import pytest
 import pytest_asyncio
 from django.test import Client
 
-from runners.plugins import gateway as gateway_module
+from runners.execution.process import host_process
 from runners.plugins.gateway import LocalGateway
+from runners.plugins.loop_bound import LoopBoundGateway
 from tests.conftest import *  # noqa: F403  (people, clients, factories)
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
@@ -20,6 +21,12 @@ def plugins_dir_with(tmp: Path, *names: str) -> Path:
     for name in names:
         shutil.copytree(FIXTURE_PLUGINS / name, plugins / name)
     return plugins
+
+
+def serve_as_process_gateway(monkeypatch, gateway: LocalGateway) -> None:
+    """Until the test ends, `get_gateway()` is `gateway`, bound to the running loop."""
+    monkeypatch.setattr(host_process(), "gateway_binding",
+                        LoopBoundGateway(gateway, asyncio.get_running_loop()))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -41,7 +48,7 @@ async def own_gateway(tmp_path, monkeypatch):
     async def make(*plugins: str) -> LocalGateway:
         gateway = LocalGateway(plugins_dir=plugins_dir_with(tmp_path, *plugins),
                                runtime_dir=tmp_path / "runtime", url="", instance="own-gateway")
-        monkeypatch.setitem(gateway_module._gateways, id(asyncio.get_running_loop()), gateway)
+        serve_as_process_gateway(monkeypatch, gateway)
         made.append(gateway)
         await gateway.start()
         return gateway

@@ -1,7 +1,5 @@
 """Admin pages for runners, installations and the runtime, and the runtime status API."""
 
-import asyncio
-
 import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
@@ -9,7 +7,7 @@ from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from runners.models import PluginInstallation
-from runners.plugins import gateway as gateway_module
+from runners.tests.conftest import serve_as_process_gateway
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
@@ -17,7 +15,7 @@ pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(t
 @pytest_asyncio.fixture(loop_scope="session")
 async def discovered(qa_gateway, monkeypatch):
     """Descriptors and installations stored, and `get_gateway()` answering with the gateway."""
-    monkeypatch.setitem(gateway_module._gateways, id(asyncio.get_running_loop()), qa_gateway)
+    serve_as_process_gateway(monkeypatch, qa_gateway)
     await qa_gateway.discover(10)
     return qa_gateway
 

@@ -12,9 +12,11 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 
 from ledger.models import AgentRun
+from runners.execution import liveness
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.plugins.worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorkerConsumer
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
@@ -39,7 +41,9 @@ def binding(runner: str, **config) -> AgentBinding:
 
 
 async def test_discovery_through_the_channel_lists_plugin_runners(channel_gateway):
-    assert "plugin:e2e/agent-runner-qa/default" in await channel_gateway.discover()
+    discovered = await channel_gateway.discover()
+
+    assert "plugin:e2e/agent-runner-qa/default" in [descriptor.pk for descriptor in discovered]
 
 
 async def test_run_through_the_channel_completes(channel_gateway):
@@ -57,11 +61,11 @@ async def test_cancel_through_the_channel_reaches_the_plugin(channel_gateway, qa
     await anext(stream)
     consume = asyncio.ensure_future(anext(stream, None))
     await orchestrator.cancel(run_id, "stop via channel")
-    assert await asyncio.wait_for(consume, 1.0) is None
+    assert await asyncio.wait_for(consume, scaled(1.0)) is None
 
     assert (await AgentRun.objects.aget(run_id=run_id)).status == "cancelled"
     marker = qa_gateway.plugins_dir / "e2e__agent-runner-qa" / f"cancelled-{run_id}"
-    for _ in range(40):
+    for _ in range(round(scaled(40))):
         if marker.exists():
             break
         await asyncio.sleep(0.05)
@@ -72,3 +76,19 @@ async def test_status_through_the_channel_reports_the_link(channel_gateway):
     status = await channel_gateway.status()
 
     assert status["mode"] == "stdio" and status["state"] == "ready"
+
+
+async def test_each_run_recycles_the_workers_database_connections(channel_gateway, monkeypatch):
+    recycled = []
+
+    async def recycle():
+        recycled.append(True)
+
+    monkeypatch.setattr(liveness, "recycle_db_connections", recycle)
+    event = AgentEventEnvelope(input={"text": "twice"})
+    for _ in range(2):
+        assert (await Orchestrator(channel_gateway).run_to_end(
+            event.model_copy(update={"event_id": new_run_id()}), binding("default"),
+        ))["status"] == "completed"
+
+    assert len(recycled) == 2

@@ -47,3 +47,34 @@ async def test_items_never_pulled_are_dropped_when_the_run_ends(qa_gateway):
     item = await SteeringItem.objects.aget(event_id=follow_up.event_id)
     assert (item.status, item.reason) == ("dropped", "run_ended")
     assert (await AgentRun.objects.aget(run_id=run_id)).status == "completed"
+
+
+async def test_a_message_of_another_actor_in_the_conversation_starts_a_run_of_its_own(qa_gateway):
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    first = orchestrator.run(message("start", "steer-3"), steerable(wait=1, pull=False),
+                             run_id=run_id)
+    await anext(first)
+    intruder = AgentEventEnvelope(conversation_id="steer-3", input={"text": "let me in"},
+                                  actor={"actor_type": "user", "actor_id": "mallory"})
+
+    outcome = await orchestrator.run_to_end(intruder, steerable(wait=0.1, pull=False))
+    [m async for m in first]
+
+    assert outcome["status"] == "completed" and outcome["run_id"] != run_id
+    assert not await SteeringItem.objects.filter(event_id=intruder.event_id).aexists()
+
+
+async def test_a_message_through_another_binding_starts_a_run_of_its_own(qa_gateway):
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    first = orchestrator.run(message("start", "steer-4"), steerable(wait=1, pull=False),
+                             run_id=run_id)
+    await anext(first)
+    elsewhere = message("elsewhere", "steer-4")
+    other_binding = steerable(wait=0.1, pull=False).model_copy(
+        update={"binding_id": "another-binding"})
+
+    outcome = await orchestrator.run_to_end(elsewhere, other_binding)
+    [m async for m in first]
+
+    assert outcome["status"] == "completed" and outcome["run_id"] != run_id
+    assert not await SteeringItem.objects.filter(event_id=elsewhere.event_id).aexists()

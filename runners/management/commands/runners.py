@@ -5,7 +5,6 @@ import sys
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
 
-from runners.execution.registry import ensure_builtins_sync
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 from runners.plugins.runtime import RuntimeLinkError
@@ -29,7 +28,6 @@ class Command(BaseCommand):
             self._list()
 
     def _list(self) -> None:
-        ensure_builtins_sync()
         rows = RunnerDescriptor.objects.order_by("source", "id")
         width = max([len(row.id) for row in rows] + [2])
         self.stdout.write(f"{'ID':<{width}}  AVAILABLE  SOURCE   VERSION  LABEL")
@@ -58,6 +56,4 @@ class Command(BaseCommand):
             # List before stopping the runtime: a stdio runtime takes a moment to shut down.
             await sync_to_async(self._list)()
         finally:
-            stop = getattr(gateway, "stop", None)
-            if stop is not None:
-                await stop()
+            await gateway.stop()

@@ -5,6 +5,7 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 from django.core.management.base import BaseCommand
 
+from runners.execution.process import host_process
 from runners.plugins.gateway import LocalGateway
 from runners.plugins.runtime import RuntimeLinkError
 from runners.plugins.worker import RUNTIME_CHANNEL, RuntimeWorkerConsumer
@@ -15,7 +16,8 @@ logger = logging.getLogger("runners.runtime_command")
 class Command(BaseCommand):
     help = (
         "Own the plugin runtime link in the foreground: spawn (or connect to) the runtime, keep "
-        f"runner descriptors current, and serve other processes on the '{RUNTIME_CHANNEL}' channel."
+        f"runner descriptors current, serve other processes on the '{RUNTIME_CHANNEL}' channel, "
+        "and fail runs whose process stopped renewing their lease."
     )
 
     def handle(self, *args, **options):
@@ -26,7 +28,8 @@ class Command(BaseCommand):
             self.stdout.write("runtime stopped")
 
     async def _serve(self):
-        gateway = LocalGateway()
+        # This command's loop lives as long as the process: the runtime is bound to it.
+        gateway = host_process().use_gateway(LocalGateway())
         RuntimeWorkerConsumer.gateway = gateway
         worker = Worker(application=RuntimeWorkerConsumer.as_asgi(), channels=[RUNTIME_CHANNEL],
                         channel_layer=get_channel_layer())

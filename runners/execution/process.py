@@ -1,0 +1,89 @@
+"""This process's part in running runs: one object per process, `host_process()`.
+
+It owns the owner id that the lease of every run this process executes carries, the table of
+those runs, their heartbeat, and the gateway to the plugin runtime. Everything long-lived
+lives on one loop: the process's own, a daemon thread started on first use. So sync callers
+(admin pages, views through `async_to_sync`, each on a throwaway loop) and the server's loop
+all reach the same gateway, and a runtime spawned by it lives as long as the process. A
+command or test that keeps a long-lived loop of its own may bind its gateway there instead
+(`use_gateway`).
+"""
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from runners.execution.liveness import Heartbeat
+from runners.plugins.loop_bound import LoopBoundGateway, submit
+
+if TYPE_CHECKING:
+    from runners.plugins.gateway import Gateway
+
+
+class HostProcess:
+    """This process: its owner id, its active runs and their heartbeat, its gateway."""
+
+    def __init__(self):
+        self.owner_id = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # run id → the orchestrator's state of each run executing in this process
+        self.active_runs: dict[str, Any] = {}
+        # A copy: runs on other threads' loops come and go while the heartbeat reads.
+        self.heartbeat = Heartbeat(self.owner_id, lambda: list(self.active_runs.copy()))
+        self.gateway_binding: LoopBoundGateway | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._beating: concurrent.futures.Future | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The process's own event loop, running in a daemon thread from first use on."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="langhost-process",
+                                 daemon=True).start()
+            return self._loop
+
+    def gateway(self, make: Callable[[], "Gateway"]) -> LoopBoundGateway:
+        """The process's gateway; the first call makes it (`make()`), bound to the process's
+        loop."""
+        if self.gateway_binding is None:
+            loop = self.loop
+            with self._lock:
+                if self.gateway_binding is None:
+                    self.gateway_binding = LoopBoundGateway(make(), loop)
+        return self.gateway_binding
+
+    def use_gateway(self, gateway: "Gateway") -> LoopBoundGateway:
+        """Make `gateway`, bound to the running loop, this process's gateway."""
+        self.gateway_binding = LoopBoundGateway(gateway, asyncio.get_running_loop())
+        return self.gateway_binding
+
+    def run_started(self, run_id: str, state: Any) -> None:
+        """A run executes here from now on: its lease is renewed until `run_ended`."""
+        self.active_runs[run_id] = state
+        if self._beating is None:
+            loop = self.loop
+            with self._lock:
+                if self._beating is None:
+                    self._beating = submit(self.heartbeat.beat_forever(), loop)
+
+    def run_ended(self, run_id: str) -> None:
+        self.active_runs.pop(run_id, None)
+
+
+_process: HostProcess | None = None
+_process_lock = threading.Lock()
+
+
+def host_process() -> HostProcess:
+    global _process
+    if _process is None:
+        with _process_lock:
+            if _process is None:
+                _process = HostProcess()
+    return _process

@@ -1,0 +1,99 @@
+"""A gateway bound to one event loop, callable from any other.
+
+The runtime link's connections, tasks and channel-layer receives belong to the loop they were
+made on. `LoopBoundGateway` runs every call on that loop: directly when the caller is on it,
+otherwise handed over (and a runner's results handed back one by one).
+"""
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runners.models import RunnerDescriptor
+    from runners.plugins.gateway import Gateway
+
+
+def submit(coro, loop: asyncio.AbstractEventLoop) -> concurrent.futures.Future:
+    """Run `coro` as a task on `loop` (from any thread) in a fresh context: the caller's
+    asgiref executors must not follow it to a loop that outlives the caller."""
+    return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop)
+
+
+class LoopBoundGateway:
+    """Satisfies `Gateway`; every call runs on `loop`, the loop `gateway` belongs to."""
+
+    def __init__(self, gateway: "Gateway", loop: asyncio.AbstractEventLoop):
+        self.gateway = gateway
+        self.loop = loop
+
+    def _here(self) -> bool:
+        return asyncio.get_running_loop() is self.loop
+
+    async def _call(self, coro):
+        if self._here():
+            return await coro
+        return await asyncio.wrap_future(submit(coro, self.loop))
+
+    async def start(self) -> None:
+        await self._call(self.gateway.start())
+
+    async def stop(self) -> None:
+        await self._call(self.gateway.stop())
+
+    async def discover(self, *args, **kwargs) -> list["RunnerDescriptor"]:
+        return await self._call(self.gateway.discover(*args, **kwargs))
+
+    async def status(self) -> dict:
+        return await self._call(self.gateway.status())
+
+    async def restart_plugin(self, author: str, name: str) -> None:
+        await self._call(self.gateway.restart_plugin(author, name))
+
+    def run_runner(self, descriptor: "RunnerDescriptor", context: dict,
+                   item_timeout: float) -> AsyncIterator[dict]:
+        def open_stream():
+            return self.gateway.run_runner(descriptor, context, item_timeout)
+
+        if self._here():
+            return open_stream()
+        return _stream_across(open_stream, self.loop)
+
+
+async def _stream_across(open_stream: Callable[[], AsyncIterator[dict]],
+                         loop: asyncio.AbstractEventLoop) -> AsyncIterator[dict]:
+    """The items of a stream that runs on `loop`, delivered on the caller's loop. Stopping
+    early (closed, cancelled) closes the stream on its loop, which cancels the runner."""
+    here = asyncio.get_running_loop()
+    items: asyncio.Queue = asyncio.Queue()
+
+    def deliver(entry: tuple) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+            here.call_soon_threadsafe(items.put_nowait, entry)
+
+    async def pump() -> None:
+        try:
+            async with aclosing(open_stream()) as stream:
+                async for item in stream:
+                    deliver(("item", item))
+        except Exception as exc:
+            deliver(("error", exc))
+        else:
+            deliver(("end", None))
+
+    pumping = submit(pump(), loop)
+    try:
+        while True:
+            kind, value = await items.get()
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        pumping.cancel()
