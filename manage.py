@@ -7,6 +7,10 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
     from django.core.management import execute_from_command_line
 
+    from langhost import data_dir
+
+    data_dir.prepare()
+
     execute_from_command_line(sys.argv)
 
 

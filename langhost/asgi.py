@@ -9,7 +9,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from langhost import data_dir
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
+data_dir.prepare()
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

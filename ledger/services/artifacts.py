@@ -6,19 +6,23 @@
   `user`, a real conversation can never collide with that scope.
 - Names must not contain `/` or `\\`; files are at most `settings.LANGHOST_ARTIFACT_MAX_BYTES`.
 - Bytes go through Django's storage API (the `artifacts` storage alias, in the data dir by
-  default) under a path derived from the scope and a hash of the name; the rows keep version,
-  MIME type, size and sha256.
+  default) under a path derived from the scope and a hash of the name, one file per version,
+  written before the row that names it; the rows keep version, MIME type, size and sha256.
+  `open` hands out the stored file for streaming; `load` reads it whole.
 
 These are sync functions (the API views and the message flow call them from Django's sync
 side); wrap them with `sync_to_async` on the event loop.
 """
 
 import hashlib
+import os
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from django.conf import settings
-from django.core.files.base import ContentFile
+from django.core.files.base import ContentFile, File
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -58,16 +62,17 @@ class ArtifactInfo:
     created_at: datetime
     custom_metadata: dict
 
-    def as_dict(self) -> dict:
-        return {"name": self.name, "version": self.version, "mime_type": self.mime_type,
-                "size": self.size, "sha256": self.sha256, "created_at": self.created_at,
-                "custom_metadata": self.custom_metadata}
-
 
 @dataclass(frozen=True)
 class LoadedArtifact:
     info: ArtifactInfo
     data: bytes
+
+
+@dataclass(frozen=True)
+class OpenedArtifact:
+    info: ArtifactInfo
+    file: File
 
 
 def max_bytes() -> int:
@@ -76,6 +81,26 @@ def max_bytes() -> int:
 
 def _storage():
     return storages["artifacts"]
+
+
+def _write_durably(storage, name: str, data: bytes) -> str:
+    """Save `data` and, on a local disk, fsync it and its directory entry; returns its path."""
+    path = storage.save(name, ContentFile(data))
+    try:
+        local = Path(storage.path(path))
+    except NotImplementedError:  # a remote storage: stored once its save returned
+        return path
+    try:
+        for target in (local, local.parent):
+            descriptor = os.open(target, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+    except BaseException:
+        storage.delete(path)
+        raise
+    return path
 
 
 def _require(**fields) -> None:
@@ -123,31 +148,32 @@ class ArtifactService:
         digest = hashlib.sha256(data).hexdigest()
         name_hash = hashlib.sha256(name.encode()).hexdigest()[:40]
         storage = _storage()
-        for _attempt in range(SAVE_ATTEMPTS):
-            try:
-                with transaction.atomic():
-                    latest = Artifact.objects.filter(
-                        project_id=project_id, user_id=user_id, conversation_id=scope, name=name
-                    ).aggregate(m=Max("version"))["m"] or 0
-                    version = latest + 1
-                    path = storage.save(
-                        f"{project_id}/{user_id}/{scope or '_user'}/{name_hash}/v{version}",
-                        ContentFile(data),
-                    )
-                    try:
+        # The bytes are on disk before the row that names them is committed, and no transaction
+        # (SQLite: the database's one writer) stays open while they are written.
+        path = _write_durably(
+            storage, f"{project_id}/{user_id}/{scope or '_user'}/{name_hash}/{uuid.uuid4().hex}",
+            data)
+        try:
+            for _attempt in range(SAVE_ATTEMPTS):
+                try:
+                    with transaction.atomic():
+                        latest = Artifact.objects.filter(
+                            project_id=project_id, user_id=user_id, conversation_id=scope,
+                            name=name,
+                        ).aggregate(m=Max("version"))["m"] or 0
                         Artifact.objects.create(
                             project_id=project_id, user_id=user_id, conversation_id=scope,
-                            name=name, version=version, mime_type=mime_type or DEFAULT_MIME,
+                            name=name, version=latest + 1, mime_type=mime_type or DEFAULT_MIME,
                             size=len(data), sha256=digest, storage_path=path,
                             custom_metadata=custom_metadata or {},
                         )
-                    except BaseException:
-                        storage.delete(path)
-                        raise
-                return version
-            except IntegrityError:  # a concurrent save took this version: try the next one
-                continue
-        raise ArtifactError(f"Could not save artifact '{name}': too many concurrent saves.")
+                    return latest + 1
+                except IntegrityError:  # a concurrent save took this version: try the next one
+                    continue
+            raise ArtifactError(f"Could not save artifact '{name}': too many concurrent saves.")
+        except BaseException:
+            storage.delete(path)  # no row names these bytes
+            raise
 
     def _row(self, project_id, user_id, conversation_id, name, version=None) -> Artifact:
         rows = self._rows(project_id, user_id, conversation_id, name)
@@ -157,17 +183,24 @@ class ArtifactService:
             raise ArtifactNotFound(f"Artifact {which}'{name}' does not exist.")
         return row
 
-    def load(self, project_id: str, user_id: str, conversation_id: str, name: str,
-             version: int | None = None) -> LoadedArtifact:
-        """The latest version, or `version`; ArtifactNotFound when missing."""
+    def open(self, project_id: str, user_id: str, conversation_id: str, name: str,
+             version: int | None = None) -> OpenedArtifact:
+        """The latest version, or `version`, open for reading (the caller closes it);
+        ArtifactNotFound when missing."""
         row = self._row(project_id, user_id, conversation_id, name, version)
         try:
-            with _storage().open(row.storage_path, "rb") as handle:
-                data = handle.read()
+            file = _storage().open(row.storage_path, "rb")
         except FileNotFoundError as exc:
             raise ArtifactNotFound(f"Artifact '{name}' version {row.version} does not exist "
                                    "in storage.") from exc
-        return LoadedArtifact(_info(row), data)
+        return OpenedArtifact(_info(row), file)
+
+    def load(self, project_id: str, user_id: str, conversation_id: str, name: str,
+             version: int | None = None) -> LoadedArtifact:
+        """The latest version, or `version`, read whole; ArtifactNotFound when missing."""
+        opened = self.open(project_id, user_id, conversation_id, name, version)
+        with opened.file as handle:
+            return LoadedArtifact(opened.info, handle.read())
 
     def metadata(self, project_id: str, user_id: str, conversation_id: str, name: str,
                  version: int | None = None) -> ArtifactInfo:

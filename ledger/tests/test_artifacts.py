@@ -153,3 +153,61 @@ def test_size_limit_comes_from_settings(service, settings):
     with pytest.raises(ArtifactTooLarge, match="9 bytes, over the 8-byte limit"):
         service.save(*SESSION, "big", data=b"123456789")
     assert service.save(*SESSION, "small", data=b"12345678") == 1
+
+
+def stored_files(root) -> list:
+    return [path for path in root.rglob("*") if path.is_file()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_bytes_are_written_and_synced_before_the_transaction_that_adds_the_row(
+        service, monkeypatch):
+    from django.db import connection
+
+    from ledger.services import artifacts as module
+
+    seen = []
+    real_write = module._write_durably
+    real_fsync = module.os.fsync
+
+    def write_durably(*args):
+        seen.append(("write", connection.in_atomic_block))
+        return real_write(*args)
+
+    def fsync(descriptor):
+        seen.append(("fsync", connection.in_atomic_block))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(module, "_write_durably", write_durably)
+    monkeypatch.setattr(module.os, "fsync", fsync)
+
+    service.save(*SESSION, "notes", text="kept")
+
+    assert seen == [("write", False), ("fsync", False), ("fsync", False)]  # the file, its dir
+    assert service.load(*SESSION, "notes").data == b"kept"
+
+
+def test_a_failed_row_insert_removes_the_written_file(service, artifact_storage, monkeypatch):
+    service.save(*SESSION, "notes", text="v1")
+
+    def refuse(**fields):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(Artifact.objects, "create", refuse)
+    with pytest.raises(RuntimeError, match="went away"):
+        service.save(*SESSION, "notes", text="v2")
+
+    assert len(stored_files(artifact_storage)) == Artifact.objects.count() == 1
+
+
+def test_open_hands_out_the_stored_file_to_read_in_blocks(service):
+    service.save(*SESSION, "big", data=b"0123456789")
+
+    opened = service.open(*SESSION, "big")
+    with opened.file as handle:
+        blocks = list(iter(lambda: handle.read(4), b""))
+
+    assert (opened.info.version, opened.info.size) == (1, 10)
+    assert blocks == [b"0123", b"4567", b"89"]
+    with pytest.raises(ArtifactNotFound):
+        service.open(*SESSION, "big", 2)

@@ -10,7 +10,6 @@ from django.template.response import TemplateResponse
 from ledger.models import AgentRun
 from runners.admin.dashboard import dashboard_context
 from runners.conversations import selectors
-from runners.execution.registry import ensure_builtins_sync
 from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 
@@ -47,7 +46,6 @@ def playground(request):
               .order_by("project__name", "name"))
     runners = RunnerDescriptor.objects.none()
     if request.user.is_superuser:
-        ensure_builtins_sync()
         runners = RunnerDescriptor.objects.filter(available=True).order_by("source", "id")
     context = {
         **admin.site.each_context(request),

@@ -4,6 +4,7 @@ import re
 import time
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from runners.execution.builtins import BUILTIN_RUNNERS
@@ -55,21 +56,23 @@ def store_discovered_sync(raw_descriptors: list[dict]) -> list[RunnerDescriptor]
     """
     _cache.clear()
     now = timezone.now()
-    disabled = {(i.author, i.name) for i in PluginInstallation.objects.filter(enabled=False)}
-    seen = []
-    for raw in raw_descriptors:
-        runner_id = f"plugin:{raw['plugin_author']}/{raw['plugin_name']}/{raw['runner_name']}"
-        enabled = (raw["plugin_author"], raw["plugin_name"]) not in disabled
-        RunnerDescriptor.objects.update_or_create(
-            pk=runner_id,
-            defaults={**_descriptor_fields(raw), "available": enabled, "last_seen_at": now},
-        )
-        if enabled:
-            seen.append(runner_id)
-    RunnerDescriptor.objects.filter(source=RunnerDescriptor.Source.PLUGIN, available=True).exclude(
-        pk__in=seen
-    ).update(available=False, updated_at=now)
-    ensure_builtins_sync()
+    # One transaction: readers never see a discovery half stored (some runners updated, the
+    # ones it no longer lists still offered).
+    with transaction.atomic():
+        disabled = {(i.author, i.name) for i in PluginInstallation.objects.filter(enabled=False)}
+        seen = []
+        for raw in raw_descriptors:
+            runner_id = f"plugin:{raw['plugin_author']}/{raw['plugin_name']}/{raw['runner_name']}"
+            enabled = (raw["plugin_author"], raw["plugin_name"]) not in disabled
+            RunnerDescriptor.objects.update_or_create(
+                pk=runner_id,
+                defaults={**_descriptor_fields(raw), "available": enabled, "last_seen_at": now},
+            )
+            if enabled:
+                seen.append(runner_id)
+        RunnerDescriptor.objects.filter(
+            source=RunnerDescriptor.Source.PLUGIN, available=True
+        ).exclude(pk__in=seen).update(available=False, updated_at=now)
     return list(RunnerDescriptor.objects.filter(pk__in=seen))
 
 
@@ -89,18 +92,21 @@ def mark_plugins_unavailable_sync() -> int:
 
 
 def ensure_builtins_sync() -> None:
+    """Store a descriptor for each built-in runner (after every `migrate`: runners/apps.py)."""
     now = timezone.now()
-    for runner_id, spec in BUILTIN_RUNNERS.items():
-        RunnerDescriptor.objects.update_or_create(
-            pk=runner_id,
-            defaults={
-                "source": RunnerDescriptor.Source.BUILTIN, "runner_name": runner_id.split(":", 1)[1],
-                "label": spec["label"], "description": spec["description"],
-                "capabilities": spec["capabilities"], "permissions": spec["permissions"],
-                "usages": ["agent"], "supported_event_patterns": ["*"], "available": True,
-                "last_seen_at": now,
-            },
-        )
+    with transaction.atomic():
+        for runner_id, spec in BUILTIN_RUNNERS.items():
+            RunnerDescriptor.objects.update_or_create(
+                pk=runner_id,
+                defaults={
+                    "source": RunnerDescriptor.Source.BUILTIN,
+                    "runner_name": runner_id.split(":", 1)[1],
+                    "label": spec["label"], "description": spec["description"],
+                    "capabilities": spec["capabilities"], "permissions": spec["permissions"],
+                    "usages": ["agent"], "supported_event_patterns": ["*"], "available": True,
+                    "last_seen_at": now,
+                },
+            )
 
 
 store_discovered = sync_to_async(store_discovered_sync)
@@ -109,8 +115,6 @@ mark_plugins_unavailable = sync_to_async(mark_plugins_unavailable_sync)
 
 @sync_to_async
 def _available(runner_id: str) -> RunnerDescriptor | None:
-    if runner_id in BUILTIN_RUNNERS:
-        ensure_builtins_sync()
     return RunnerDescriptor.objects.filter(pk=runner_id, available=True).first()
 
 

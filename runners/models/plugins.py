@@ -80,10 +80,6 @@ class PluginInstallation(models.Model):
     def plugin_id(self) -> str:
         return f"{self.author}/{self.name}"
 
-    @property
-    def folder_name(self) -> str:
-        return f"{self.author}__{self.name}"
-
 
 class PluginStorage(models.Model):
     """Binary key/value storage a plugin keeps through the runtime."""

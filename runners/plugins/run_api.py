@@ -43,14 +43,21 @@ async def authorize(action: str, data: dict, context: dict | None) -> tuple[Agen
     run_id = data.get("run_id")
     if not run_id:
         raise HostError("run.required", f"{action} must name the run it belongs to")
-    run, context_plugin = await _load(str(run_id), (context or {}).get("installation_uuid"))
+    installation_uuid = (context or {}).get("installation_uuid")
+    run, context_plugin = await _load(str(run_id), installation_uuid)
     if run is None:
         raise HostError("run.not_found", f"run {run_id} does not exist")
     auth = run.authorization_json or {}
     owner = auth.get("plugin_identity")
-    for claimed in (data.get("caller_plugin_identity"), context_plugin):
-        if claimed and claimed != owner:
-            raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {claimed}")
+    # The caller must be named, and be the run's plugin by every name it comes with: an unnamed
+    # caller, or an installation LangHost does not know, is refused rather than trusted.
+    callers = [data.get("caller_plugin_identity")]
+    if installation_uuid:
+        callers.append(context_plugin)  # None: no installation has that uuid
+    for claimed in callers:
+        if not claimed or claimed != owner:
+            who = claimed or "an unnamed or unknown caller"
+            raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {who}")
     flag = API_FLAGS[action]
     if not (auth.get("available_apis") or {}).get(flag):
         raise HostError("api.not_available", f"{action} is not available for this run")

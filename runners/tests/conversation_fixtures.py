@@ -4,18 +4,20 @@ import pytest
 
 
 @pytest.fixture(name="builtin")
-def register_builtin(monkeypatch):
-    """`builtin(runner_id, run)` registers an in-process runner for one test.
+def register_builtin(monkeypatch, db):
+    """`builtin(runner_id, run)` registers an in-process runner, and its descriptor, for one test.
 
     `run(context)` is an async generator of results; `result(context, seq, type, data)` helps.
     """
     from runners.execution import builtins
+    from runners.execution.registry import ensure_builtins_sync
 
     def register(runner_id, run):
         monkeypatch.setitem(builtins.BUILTIN_RUNNERS, runner_id, {
             "run": run, "label": {"en_US": runner_id}, "description": {},
             "capabilities": {}, "permissions": {},
         })
+        ensure_builtins_sync()  # what `migrate` does for the real built-ins
         return runner_id
 
     return register

@@ -8,6 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 _migrated: Path | None = None
 
@@ -24,7 +26,7 @@ def langhost_env(data_dir: Path, plugins_dir: Path, **extra: str) -> dict[str, s
 
 def manage(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=scaled(timeout), check=False)
 
 
 def popen_manage(*args: str, env: dict[str, str]) -> subprocess.Popen:

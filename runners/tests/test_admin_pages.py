@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from ledger.models import AgentRun, AgentRunEvent, Transcript
 from runners.models import RunnerDescriptor
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db
 
@@ -140,6 +141,6 @@ async def test_the_asgi_app_serves_the_shipped_static_files():
     for path in ("/static/langhost/js/run_stream.js", "/static/admin/css/base.css"):
         communicator = HttpCommunicator(application, "GET", path)
         await communicator.send_input({"type": "http.request", "body": b""})
-        start = await communicator.receive_output(timeout=5)
+        start = await communicator.receive_output(timeout=scaled(5))
         assert (start["type"], start["status"]) == ("http.response.start", 200), path
-        await communicator.wait(timeout=5)
+        await communicator.wait(timeout=scaled(5))

@@ -10,6 +10,7 @@ import pytest
 
 from runners.tests.conftest import plugins_dir_with
 from tests.e2e.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, start_daphne, stop_daphne
+from tests.timing import scaled
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +31,7 @@ def server(tmp_path_factory):
 
 
 def test_two_messages_two_replies_two_completed_runs(server):
-    with httpx.Client(base_url=server, timeout=60.0) as http:
+    with httpx.Client(base_url=server, timeout=scaled(60.0)) as http:
         token = http.post("/api/v1/auth/login",
                           json={"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}).json()
         http.headers["Authorization"] = f"Bearer {token['access_token']}"

@@ -10,6 +10,7 @@ from accounts.tokens import token_pair
 from langhost.asgi import application
 from ledger.models import AgentRun
 from ledger.services import conversations
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +26,7 @@ async def connect(conversation, who) -> WebsocketCommunicator:
     token = await sync_to_async(lambda: token_pair(who)["access_token"])()
     socket = WebsocketCommunicator(
         application, f"/ws/conversations/{conversation.conversation_id}/?token={token}")
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=scaled(1))
     assert connected
     return socket
 
@@ -33,13 +34,13 @@ async def connect(conversation, who) -> WebsocketCommunicator:
 async def frames_until(socket, last_type: str) -> list[dict]:
     frames = []
     while not frames or frames[-1].get("type") != last_type:
-        frames.append(json.loads(await socket.receive_from(timeout=10)))
+        frames.append(json.loads(await socket.receive_from(timeout=scaled(10))))
     return frames
 
 
 async def test_a_message_streams_the_reply_and_ends_with_the_outcome(conversation, user, agent):
     socket = await connect(conversation, user)
-    assert (await socket.receive_json_from())["type"] == "ready"
+    assert (await socket.receive_json_from(timeout=scaled(1)))["type"] == "ready"
 
     await socket.send_json_to({"type": "message", "text": "over the socket"})
     frames = await frames_until(socket, "run.finished")
@@ -57,10 +58,10 @@ async def test_a_message_streams_the_reply_and_ends_with_the_outcome(conversatio
 async def test_a_paused_agent_refuses_the_message_with_409(conversation, user, agent):
     await sync_to_async(agent.transition)("pause")
     socket = await connect(conversation, user)
-    await socket.receive_json_from()
+    await socket.receive_json_from(timeout=scaled(1))
 
     await socket.send_json_to({"type": "message", "text": "hello?"})
-    error = await socket.receive_json_from()
+    error = await socket.receive_json_from(timeout=scaled(1))
     await socket.disconnect()
 
     assert (error["type"], error["status"]) == ("error", 409)
@@ -70,10 +71,10 @@ async def test_a_paused_agent_refuses_the_message_with_409(conversation, user, a
 
 async def test_an_empty_message_is_refused_with_422(conversation, user):
     socket = await connect(conversation, user)
-    await socket.receive_json_from()
+    await socket.receive_json_from(timeout=scaled(1))
 
     await socket.send_json_to({"type": "message", "text": "   "})
-    error = await socket.receive_json_from()
+    error = await socket.receive_json_from(timeout=scaled(1))
     await socket.disconnect()
 
     assert error["status"] == 422
@@ -83,6 +84,6 @@ async def test_someone_elses_conversation_is_closed_with_4404(conversation, outs
     token = await sync_to_async(lambda: token_pair(outsider)["access_token"])()
     socket = WebsocketCommunicator(
         application, f"/ws/conversations/{conversation.conversation_id}/?token={token}")
-    await socket.connect()
+    await socket.connect(timeout=scaled(1))
 
-    assert (await socket.receive_output(timeout=5))["code"] == 4404
+    assert (await socket.receive_output(timeout=scaled(5)))["code"] == 4404

@@ -2,6 +2,7 @@
 artifacts of a conversation. A conversation is its opener's: anyone else gets 404."""
 
 import base64
+import hashlib
 import json
 
 import pytest
@@ -222,9 +223,13 @@ def test_multipart_upload_and_download_of_latest_and_given_version(user_client, 
     latest = user_client.get(f"{artifacts_url}/r.csv")
     first = user_client.get(f"{artifacts_url}/r.csv?version=1")
 
-    assert (latest.status_code, latest.content, latest["Content-Type"]) == (200, b"a,b,c", "text/csv")
+    assert (latest.status_code, read_body(latest), latest["Content-Type"]) == (
+        200, b"a,b,c", "text/csv")
+    assert latest.is_async and latest["Content-Length"] == "5"  # streamed, block by block
     assert latest["X-Artifact-Version"] == "2"
-    assert first.content == b"a,b"
+    assert latest["Content-Disposition"] == 'attachment; filename="r.csv"'
+    assert latest["ETag"] == f'"{hashlib.sha256(b"a,b,c").hexdigest()}"'
+    assert read_body(first) == b"a,b"
 
 
 def test_versions_newest_first_and_delete_one_or_all(user_client, artifacts_url):
@@ -233,7 +238,7 @@ def test_versions_newest_first_and_delete_one_or_all(user_client, artifacts_url)
 
     versions = user_client.get(f"{artifacts_url}/f/versions").json()["data"]
     deleted_one = user_client.delete(f"{artifacts_url}/f?version=3")
-    latest_after = user_client.get(f"{artifacts_url}/f").content
+    latest_after = read_body(user_client.get(f"{artifacts_url}/f"))
     deleted_all = user_client.delete(f"{artifacts_url}/f")
 
     assert [v["version"] for v in versions] == [3, 2, 1]

@@ -21,6 +21,7 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
     register_builtin,
     reply_results,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -135,9 +136,9 @@ async def test_a_member_cannot_open_someone_elses_conversation_socket(
                                                           conversation_id="alices")
     token = await sync_to_async(lambda: token_pair(bob)["access_token"])()
     socket = WebsocketCommunicator(application, f"/ws/conversations/{conversation}/?token={token}")
-    await socket.connect()
+    await socket.connect(timeout=scaled(1))
 
-    assert (await socket.receive_output(timeout=5))["code"] == 4404
+    assert (await socket.receive_output(timeout=scaled(5)))["code"] == 4404
     assert await sync_to_async(footprint)() == (0, 0, 0, 0)
 
 
@@ -162,9 +163,9 @@ async def test_a_member_cannot_watch_someone_elses_run(user_client, bob, agent):
         user_client, {"agent_id": str(agent.pk), "input": {"text": "a"}})
     token = await sync_to_async(lambda: token_pair(bob)["access_token"])()
     socket = WebsocketCommunicator(application, f"/ws/runs/{alices['run_id']}/?token={token}")
-    await socket.connect()
+    await socket.connect(timeout=scaled(1))
 
-    assert (await socket.receive_output(timeout=5))["code"] == 4403
+    assert (await socket.receive_output(timeout=scaled(5)))["code"] == 4403
 
 
 def test_runtime_status_is_for_superusers_only(user_client):
@@ -193,11 +194,11 @@ async def test_a_paused_agent_is_refused_over_the_conversation_socket(user_clien
     await sync_to_async(lambda: AgentInstance.objects.get(pk=agent.pk).transition("pause"))()
     token = await sync_to_async(lambda: token_pair(user)["access_token"])()
     socket = WebsocketCommunicator(application, f"/ws/conversations/{conversation}/?token={token}")
-    await socket.connect()
-    assert (await socket.receive_json_from(timeout=5))["type"] == "ready"
+    await socket.connect(timeout=scaled(1))
+    assert (await socket.receive_json_from(timeout=scaled(5)))["type"] == "ready"
 
     await socket.send_json_to({"type": "message", "text": "hi"})
-    error = await socket.receive_json_from(timeout=5)
+    error = await socket.receive_json_from(timeout=scaled(5))
     await socket.disconnect()
 
     assert (error["type"], error["status"]) == ("error", 409)

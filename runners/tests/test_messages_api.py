@@ -17,6 +17,7 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
     register_builtin,
     reply_results,
 )
+from tests.timing import scaled
 
 PLACEHOLDER = "Uploaded file: {}. It has been saved to the artifacts"
 
@@ -136,7 +137,7 @@ def test_agent_is_idle_again_when_the_client_goes_away(user_client, agent, conve
                 pass
 
         sending = asyncio.create_task(send_body())
-        await asyncio.wait_for(runner_started.wait(), 5)
+        await asyncio.wait_for(runner_started.wait(), scaled(5))
         during = await status()
         sending.cancel()
         await asyncio.gather(sending, return_exceptions=True)
@@ -360,7 +361,7 @@ def test_b1_runner_input_carries_the_artifact_reference(send, agent, builtin, us
     assert attachment["ref"] == f"artifact:{name}"
     assert (attachment["name"], attachment["mime_type"], attachment["size"]) == \
         ("r.txt", "text/plain", 6)
-    assert user_client.get(attachment["url"]).content == b"report"
+    assert read_body(user_client.get(attachment["url"])) == b"report"
 
 
 def test_b2_with_the_flag_off_the_blob_stays_inline(send, agent, conversation):

@@ -6,6 +6,7 @@ import time
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants, fresh_data_dir, langhost_env, popen_manage
 from tests.runtime.runtime_helpers import alive
+from tests.timing import scaled
 
 
 def test_sigkilled_manage_py_runtime_leaves_no_runtime_or_plugin_process(tmp_path):
@@ -22,7 +23,8 @@ def test_sigkilled_manage_py_runtime_leaves_no_runtime_or_plugin_process(tmp_pat
         langhost.send_signal(signal.SIGKILL)
         langhost.wait()
 
-    give_up = time.monotonic() + 5
+    limit = scaled(5)
+    give_up = time.monotonic() + limit
     while alive_ones := [pid for pid in children if alive(pid)]:
-        assert time.monotonic() < give_up, f"still alive 5 s after SIGKILL: {alive_ones}"
+        assert time.monotonic() < give_up, f"still alive {limit} s after SIGKILL: {alive_ones}"
         time.sleep(0.05)

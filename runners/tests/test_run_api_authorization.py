@@ -70,3 +70,19 @@ async def test_oversize_state_value_is_refused(active_run):
         await call("state_set", run_id="run-authz", scope="conversation", key="k",
                    value="x" * (256 * 1024 + 1))
     assert refused.value.code == "state.too_large"
+
+
+@pytest.mark.parametrize("caller", [None, ""])
+async def test_an_unnamed_caller_is_refused(active_run, caller):
+    with pytest.raises(HostError) as refused:
+        await run_api.handle("run_get", {"run_id": "run-authz", "caller_plugin_identity": caller},
+                             None)
+    assert refused.value.code == "run.identity_mismatch"
+    assert "unnamed or unknown caller" in str(refused.value)
+
+
+async def test_a_call_from_an_installation_langhost_does_not_know_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await run_api.handle("run_get", {"run_id": "run-authz", "caller_plugin_identity": OWNER},
+                             {"installation_uuid": "no-such-installation"})
+    assert refused.value.code == "run.identity_mismatch"

@@ -15,6 +15,7 @@ from langhost.asgi import application
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
@@ -51,7 +52,7 @@ def session_cookie(user) -> bytes:
 
 async def open_stream(path: str, headers=None) -> WebsocketCommunicator:
     communicator = WebsocketCommunicator(application, path, headers=headers or [])
-    connected, _ = await communicator.connect(timeout=5)
+    connected, _ = await communicator.connect(timeout=scaled(5))
     assert connected
     return communicator
 
@@ -60,7 +61,7 @@ async def collect(communicator: WebsocketCommunicator, timeout=10.0) -> tuple[li
     """Every frame until the server closes the socket, and the close code."""
     frames = []
     while True:
-        output = await communicator.receive_output(timeout=timeout)
+        output = await communicator.receive_output(timeout=scaled(timeout))
         if output["type"] == "websocket.close":
             await communicator.disconnect()  # lets the consumer leave its group and end
             return frames, output.get("code", 1000)
@@ -87,7 +88,7 @@ async def test_a_subscriber_joining_mid_run_gets_every_event_once_in_order_then_
 
     running = asyncio.ensure_future(drive())
     try:
-        for _ in range(200):  # until the run is under way: two deltas in the ledger
+        for _ in range(round(scaled(200))):  # until the run is under way: two deltas logged
             if await AgentRunEvent.objects.filter(run_id=run_id).acount() >= 2:
                 break
             await asyncio.sleep(0.02)
@@ -114,7 +115,8 @@ async def test_live_duplicates_are_dropped_and_a_gap_is_filled_from_the_ledger(s
     run = await sync_to_async(seed_run)(status=RunStatus.RUNNING, events=2)
     communicator = await open_stream(f"/ws/runs/{run.run_id}/",
                                      [(b"cookie", await sync_to_async(session_cookie)(superuser))])
-    assert [json.loads(await communicator.receive_from(5))["sequence"] for _ in range(2)] == [1, 2]
+    assert [json.loads(await communicator.receive_from(scaled(5)))["sequence"]
+            for _ in range(2)] == [1, 2]
 
     layer, group = get_channel_layer(), f"run.{run.run_id}"
     live = {"run_id": run.run_id, "type": "message.delta", "data": {}, "usage": None,
@@ -197,3 +199,52 @@ async def test_an_unknown_run_or_a_bad_after_sequence_is_refused(superuser, monk
     assert await close_code(f"/ws/runs/{uuid.uuid4()}/?token={token}") == 4404
     run = await sync_to_async(seed_run)()
     assert await close_code(f"/ws/runs/{run.run_id}/?token={token}&after_sequence=x") == 4400
+
+
+def flaky_run_outcome(monkeypatch, fail_polls):
+    """The consumer's ledger reads: the first (at connect) works; polls numbered in
+    `fail_polls` (1 = the first poll) raise as if the database were away."""
+    from django.db import OperationalError
+
+    from ledger.selectors import runs as readers
+    from runners.ws.consumers import RunStreamConsumer
+
+    monkeypatch.setattr(RunStreamConsumer, "POLL_SECONDS", 0.01)
+    real = readers.run_outcome
+    calls = []
+
+    async def run_outcome(run_id):
+        calls.append(run_id)
+        if len(calls) - 1 in fail_polls:
+            raise OperationalError("database is locked")
+        return await real(run_id)
+
+    monkeypatch.setattr(readers, "run_outcome", run_outcome)
+    return calls
+
+
+async def test_a_failed_ledger_poll_is_retried_at_the_next_one(superuser, monkeypatch):
+    run = await sync_to_async(seed_run)(status=RunStatus.RUNNING, events=1)
+    calls = flaky_run_outcome(monkeypatch, fail_polls={1, 2})
+    communicator = await open_stream(f"/ws/runs/{run.run_id}/?token={access_token(superuser)}")
+    assert json.loads(await communicator.receive_from(scaled(5)))["sequence"] == 1
+    await sync_to_async(add_event)(run, 2, "run.completed")
+    await AgentRun.objects.filter(pk=run.pk).aupdate(status=RunStatus.COMPLETED,
+                                                    status_reason="stop")
+
+    frames, code = await collect(communicator)
+
+    assert [(f.get("sequence"), f["type"]) for f in frames] == [(2, "run.completed"),
+                                                               (2, "run.status")]
+    assert code == 1000 and len(calls) >= 4
+
+
+async def test_a_ledger_that_keeps_failing_closes_the_stream_with_1011(superuser, monkeypatch):
+    run = await sync_to_async(seed_run)(status=RunStatus.RUNNING, events=1)
+    flaky_run_outcome(monkeypatch, fail_polls=range(1, 100))
+    communicator = await open_stream(f"/ws/runs/{run.run_id}/?token={access_token(superuser)}")
+    assert json.loads(await communicator.receive_from(scaled(5)))["sequence"] == 1
+
+    frames, code = await collect(communicator)
+
+    assert (frames, code) == ([], 1011)

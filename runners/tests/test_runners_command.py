@@ -12,6 +12,7 @@ import pytest
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import fresh_data_dir, langhost_env, popen_manage
 from tests.runtime.runtime_helpers import TOKEN, ExternalRuntime, make_runtime_dir
+from tests.timing import scaled
 
 ECHO_AVAILABLE = re.compile(r"^plugin:e2e/agent-runner-qa/default\s+yes\s+plugin\s", re.M)
 
@@ -19,14 +20,14 @@ ECHO_AVAILABLE = re.compile(r"^plugin:e2e/agent-runner-qa/default\s+yes\s+plugin
 def refresh(env) -> tuple[str, float]:
     """The command's output and the seconds from its start until it listed the echo runner."""
     started = time.monotonic()
-    command = popen_manage("runners", "--refresh", "--timeout", "9", env=env)
+    command = popen_manage("runners", "--refresh", "--timeout", str(scaled(9)), env=env)
     try:
         output, listed_after = "", None
         for line in command.stdout:
             output += line
             if listed_after is None and ECHO_AVAILABLE.search(line):
                 listed_after = time.monotonic() - started
-        assert command.wait(timeout=30) == 0, output
+        assert command.wait(timeout=scaled(30)) == 0, output
     finally:
         command.kill()
         command.wait()
@@ -40,7 +41,7 @@ def test_runners_refresh_lists_echo_runner_within_10s_in_stdio_mode(tmp_path):
 
     output, seconds = refresh(env)
 
-    assert seconds < 10, output
+    assert seconds < scaled(10), output
     assert (tmp_path / "data" / "runtime" / "data" / "plugins").is_symlink()
 
 
@@ -58,6 +59,6 @@ def test_runners_refresh_lists_echo_runner_within_10s_in_ws_mode(tmp_path, ws_ru
 
     output, seconds = refresh(env)
 
-    assert seconds < 10, output
+    assert seconds < scaled(10), output
     assert not (tmp_path / "data" / "runtime").exists()  # nothing spawned in ws mode
     assert ws_runtime.process.poll() is None  # and the operator's runtime is left running

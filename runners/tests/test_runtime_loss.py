@@ -11,6 +11,7 @@ from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +28,7 @@ async def test_runtime_killed_mid_run_fails_the_run(tmp_path):
         assert (await anext(stream)).type == "message.delta"
 
         os.kill(gateway.link.pid, signal.SIGKILL)
-        assert await asyncio.wait_for(anext(stream, None), 5.0) is None
+        assert await asyncio.wait_for(anext(stream, None), scaled(5.0)) is None
 
         run = await AgentRun.objects.aget(run_id=run_id)
         assert run.status == "failed"

@@ -10,6 +10,7 @@ import pytest
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,6 +26,7 @@ async def echo_unavailable() -> bool:
 
 
 async def eventually(check, timeout: float, what: str) -> None:
+    timeout = scaled(timeout)  # tests/timing.py
     give_up = time.monotonic() + timeout
     while not await check():
         assert time.monotonic() < give_up, f"timed out after {timeout}s waiting for {what}"
@@ -35,7 +37,7 @@ async def test_killed_runtime_goes_down_then_ready_and_runners_come_back(tmp_pat
     gateway = LocalGateway(plugins_dir=plugins_dir_with(tmp_path, "e2e__agent-runner-qa"),
                            runtime_dir=tmp_path / "runtime", url="", instance="recovery")
     try:
-        await gateway.discover(10)
+        await gateway.discover(scaled(10))
         assert await echo_available()
         states, on_change = [], gateway.link.on_state_change
         gateway.link.on_state_change = lambda state, reason: (states.append(state),
@@ -44,7 +46,7 @@ async def test_killed_runtime_goes_down_then_ready_and_runners_come_back(tmp_pat
 
         os.kill(killed, signal.SIGKILL)
         await eventually(echo_unavailable, 5, "the runners to become unavailable")
-        await gateway.link.wait_ready(15)
+        await gateway.link.wait_ready(scaled(15))
         await eventually(echo_available, 15, "the runners to be available again")
 
         assert states[:3] == ["down", "connecting", "ready"]

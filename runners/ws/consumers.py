@@ -174,19 +174,29 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
 
         The status is read before the events: a run that had ended by then has all its
         events in the ledger already, so the status frame comes after the last of them.
+        A failed poll (the database briefly away) is retried at the next one; after
+        `failures_to_close` in a row the stream closes with 1011 instead of going quiet.
         """
-        try:
-            while not self.finished:
-                await asyncio.sleep(self.POLL_SECONDS)
-                async with self.lock:
-                    if self.finished:
-                        return
+        failures_to_close = 5
+        failures = 0
+        while not self.finished:
+            await asyncio.sleep(self.POLL_SECONDS)
+            async with self.lock:
+                if self.finished:
+                    return
+                try:
                     outcome = await readers.run_outcome(self.run_id)
                     await self._send_from_ledger()
                     if outcome.get("status") in TERMINAL_STATUSES:
                         await self._finish(outcome)
-        except Exception:
-            logger.exception("run stream %s: ledger poll failed", self.run_id)
+                    failures = 0
+                except Exception:
+                    failures += 1
+                    logger.exception("run stream %s: ledger poll failed (%d in a row)",
+                                     self.run_id, failures)
+                    if failures >= failures_to_close:
+                        self.finished = True
+                        await self.close(code=1011)
 
 
 # --- conversations --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from tests.e2e.conftest import (
     start_daphne,
     stop_daphne,
 )
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -70,7 +71,7 @@ class Server:
         self.ws_url = "ws" + url[len("http"):]
         self.project_id = seeded["project_id"]
         self.agent_id = seeded["agent_id"]
-        self.http = httpx.Client(base_url=url, timeout=30.0)
+        self.http = httpx.Client(base_url=url, timeout=scaled(30.0))
         self.admin_token = self.login(ADMIN_EMAIL, ADMIN_PASSWORD)
         self.outsider_token = self.login(OUTSIDER_EMAIL, OUTSIDER_PASSWORD)
 
@@ -85,7 +86,7 @@ class Server:
 
     def wait_for_runners(self, *runner_ids: str, timeout: float = 30.0) -> None:
         """The runtime starts with the first request; its runners appear once it loaded them."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             response = self.api("GET", "/api/v1/runners", params={"available": "true",
                                                                   "page_size": 100})
@@ -112,7 +113,7 @@ def browser_server(tmp_path_factory):
                            outsider_password=OUTSIDER_PASSWORD, echo=ECHO)
         result = subprocess.run([str(PYTHON), "manage.py", "shell", "-c", seed], cwd=ROOT,
                                 env=daphne_environ(overrides), capture_output=True, text=True,
-                                timeout=60)
+                                timeout=scaled(60))
         assert result.returncode == 0, result.stderr
         server = Server(url, json.loads(result.stdout.strip().splitlines()[-1]))
         server.wait_for_runners(ECHO, SLOW)
@@ -135,7 +136,7 @@ def browser(browser_server):
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_script_timeout(15)
+    driver.set_script_timeout(scaled(15))
     try:
         driver.get(f"{browser_server.url}/admin/login/")
         driver.find_element(By.ID, "id_username").send_keys(ADMIN_EMAIL)
@@ -156,6 +157,7 @@ def artifacts() -> Path:
 
 def wait_until(condition, timeout: float = 15.0, interval: float = 0.05, what: str = "it"):
     """Poll `condition` until it returns something truthy; return that."""
+    timeout = scaled(timeout)  # tests/timing.py
     deadline = time.monotonic() + timeout
     while True:
         value = condition()

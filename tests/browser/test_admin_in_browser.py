@@ -10,6 +10,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.browser.conftest import ECHO, SLOW, wait_until
+from tests.timing import scaled
 
 pytestmark = pytest.mark.browser
 
@@ -86,7 +87,7 @@ def test_a_slow_runs_timeline_grows_live_on_the_run_detail_page(browser, browser
     browser.get(f"{browser_server.url}/admin/runs/{run_id}/")
 
     samples = []  # (seconds since start, rows on the page, status badge)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + scaled(15)
     while time.monotonic() < deadline:
         rows, status = browser.execute_script(  # one read: rows and badge of the same moment
             "return [document.querySelectorAll('#run-timeline-body tr.run-event').length,"
@@ -95,7 +96,7 @@ def test_a_slow_runs_timeline_grows_live_on_the_run_detail_page(browser, browser
         if status == "completed":
             break
         time.sleep(0.05)
-    runner.join(timeout=10)
+    runner.join(timeout=scaled(10))
 
     assert samples[-1][1:] == (7, "completed"), samples[-1]  # six deltas, run.completed
     counts = [rows for _, rows, _ in samples]
@@ -123,10 +124,14 @@ def test_the_cancel_button_stops_an_active_run(browser, browser_server):
                timeout=10, what="the run to be cancelled")
     assert "cancelled by root@example.com" in browser.find_element(By.ID, "run-status-reason").text
     assert not browser.find_element(By.ID, "run-cancel").is_enabled()
-    runner.join(timeout=10)
+    runner.join(timeout=scaled(10))
 
 
 def test_a_non_members_websocket_is_refused(browser, browser_server):
+    opened = browser_server.api(
+        "POST", f"/api/v1/projects/{browser_server.project_id}/agents/{browser_server.agent_id}"
+                "/conversations", json={"conversation_id": "browser-members-only"})
+    assert opened.status_code == 201, opened.text
     created = browser_server.api("POST", "/api/v1/runs", json={
         "agent_id": browser_server.agent_id, "conversation_id": "browser-members-only",
         "input": {"text": "members only"}})

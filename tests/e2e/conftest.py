@@ -17,13 +17,14 @@ import httpx
 import pytest
 
 from runners.plugins.runtime.process import free_port
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 _VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = _VENV_PYTHON if _VENV_PYTHON.exists() else Path(sys.executable)
 ADMIN_EMAIL = "root@example.com"
 ADMIN_PASSWORD = "E2e-Admin-Passw0rd"
-STARTUP_TIMEOUT = 20.0
+STARTUP_TIMEOUT = scaled(20.0)
 
 
 def daphne_environ(env_overrides: dict | None = None) -> dict:
@@ -33,10 +34,12 @@ def daphne_environ(env_overrides: dict | None = None) -> dict:
     server) and the e2e admin account, unless `env_overrides` says otherwise. A value
     of None in `env_overrides` removes that variable.
     """
+    # LANGHOST_DATA_DIR is the test session's own (tests/settings.py), never the server's.
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "REDIS_URL", "LANGHOST_RUNTIME_URL", "PYTEST_CURRENT_TEST"}
+        if key not in {"DATABASE_URL", "REDIS_URL", "LANGHOST_RUNTIME_URL", "PYTEST_CURRENT_TEST",
+                       "LANGHOST_DATA_DIR"}
     }
     env.update(
         DJANGO_SETTINGS_MODULE="langhost.settings",
@@ -66,7 +69,7 @@ def prepare_database(env: dict) -> None:
     """`manage.py migrate` then `ensure_admin`, in a subprocess with `env`."""
     result = subprocess.run(
         [str(PYTHON), "manage.py", "shell", "-c", PREPARE],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=scaled(120),
     )
     if result.returncode != 0:
         raise RuntimeError(f"migrate / ensure_admin failed:\n{result.stdout}\n{result.stderr}")
@@ -76,10 +79,10 @@ def stop_daphne(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(timeout=5)
+            process.wait(timeout=scaled(5))
 
 
 def start_daphne(env_overrides: dict | None = None, migrate: bool = True):
@@ -110,7 +113,7 @@ def start_daphne(env_overrides: dict | None = None, migrate: bool = True):
         if process.poll() is not None:
             raise RuntimeError(f"daphne exited with {process.returncode}:\n{log_path.read_text()}")
         try:
-            if httpx.get(f"{url}/admin/login/", timeout=1.0).status_code == 200:
+            if httpx.get(f"{url}/admin/login/", timeout=scaled(1.0)).status_code == 200:
                 return url, process
         except httpx.TransportError:
             pass
@@ -141,7 +144,7 @@ def daphne_server(daphne_env):
 
 @pytest.fixture
 def http(daphne_server):
-    with httpx.Client(base_url=daphne_server, timeout=10.0) as client:
+    with httpx.Client(base_url=daphne_server, timeout=scaled(10.0)) as client:
         yield client
 
 

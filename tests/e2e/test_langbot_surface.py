@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import start_daphne, stop_daphne
+from tests.timing import scaled
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +27,7 @@ def server(tmp_path_factory):
         "LANGHOST_ADMIN_EMAIL": None, "LANGHOST_ADMIN_PASSWORD": None,
     })
     try:
-        with httpx.Client(base_url=url, timeout=30.0) as client:
+        with httpx.Client(base_url=url, timeout=scaled(30.0)) as client:
             yield client
     finally:
         stop_daphne(process)
@@ -57,7 +58,7 @@ def test_auth_token_is_accepted_by_the_rest_api(server, token):
 
 def test_pipeline_metadata_lists_the_plugin_runner(server, token):
     headers = {"Authorization": f"Bearer {token}"}
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + scaled(15)
     while True:  # the runtime starts with the server's first request
         configs = server.get("/api/v1/pipelines/_/metadata", headers=headers).json()["data"]["configs"]
         ai = next(c for c in configs if c["name"] == "ai")

@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from memory_host import MemoryHost
 from runtime_helpers import make_runtime_dir, wait_for_runner
 
-from runners.plugins.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import RuntimeLink
+from tests.timing import scaled
 
 
 async def _ready_link(host: MemoryHost, runtime_dir: Path) -> RuntimeLink:
     link = RuntimeLink(host, "pytest", runtime_dir=runtime_dir)
     await link.start()
     try:
-        await link.wait_ready(20)
+        await link.wait_ready(scaled(20))
         await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
     except BaseException:
         await link.stop()

@@ -6,15 +6,17 @@ import asyncio
 import json
 import sys
 
+from memory_host import MemoryHost
 from runtime_helpers import group_pids, wait_for_runner
 
-from runners.plugins.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import RuntimeLink
+from tests.timing import scaled
 
 
 async def main(runtime_dir: str) -> None:
     link = RuntimeLink(MemoryHost(), "sigkill", runtime_dir=runtime_dir)
     await link.start()
-    await link.wait_ready(20)
+    await link.wait_ready(scaled(20))
     await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
     print(json.dumps({"runtime": link.pid, "group": group_pids(link.pid)}), flush=True)
     await asyncio.sleep(3600)

@@ -16,6 +16,7 @@ from typing import Any
 
 from runners.plugins.runtime import RuntimeLink
 from runners.plugins.runtime.process import DEAD_PYPI_INDEX, free_port
+from tests.timing import scaled
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parent.parent / "fixtures" / "plugins"
 QA = ("e2e", "agent-runner-qa")
@@ -47,6 +48,7 @@ def run_context(text: str = "hello", **overrides: Any) -> dict[str, Any]:
 
 async def wait_for_runner(link: RuntimeLink, runner_id: str, timeout: float = 10.0) -> None:
     """Poll list_runners until ``runner_id`` is listed (the runtime announces nothing)."""
+    timeout = scaled(timeout)  # tests/timing.py
     deadline = time.monotonic() + timeout
     while True:
         runners = await link.list_runners()
@@ -58,6 +60,7 @@ async def wait_for_runner(link: RuntimeLink, runner_id: str, timeout: float = 10
 
 
 async def wait_until(predicate, timeout: float, what: str) -> None:
+    timeout = scaled(timeout)  # tests/timing.py
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

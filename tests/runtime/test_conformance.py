@@ -12,8 +12,9 @@ from langbot_plugin.entities.io.actions.enums import (
     RuntimeToLangBotAction,
 )
 from langbot_plugin.entities.io.context import InstallationBinding, RuntimeConfig
+from memory_host import MemoryHost
 
-from runners.plugins.runtime import Identity, MemoryHost, plugin_installation_uuid
+from runners.plugins.runtime import Identity, plugin_installation_uuid
 from runners.plugins.runtime.actions import HostHandler
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from memory_host import MemoryHost
 from runtime_helpers import (
     QA,
     alive,
@@ -23,7 +24,8 @@ from runtime_helpers import (
     wait_until,
 )
 
-from runners.plugins.runtime import LinkLost, LinkNotReady, MemoryHost, RuntimeLink
+from runners.plugins.runtime import LinkLost, LinkNotReady, RuntimeLink
+from tests.timing import scaled
 
 HOST_SCRIPT = Path(__file__).with_name("host_process.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +64,7 @@ async def test_killed_runtime_goes_down_then_ready_again_without_orphans(link):
 
     os.kill(old_pid, signal.SIGKILL)
     await wait_until(lambda: link.state != "ready", 5, "link to notice the dead runtime")
-    await link.wait_ready(15)
+    await link.wait_ready(scaled(15))
     await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
 
     assert states[:3] == ["down", "connecting", "ready"]
@@ -78,12 +80,12 @@ async def test_a_hung_runtime_fails_its_pings_and_is_replaced(runtime_dir):
     )
     await link.start()
     try:
-        await link.wait_ready(20)
+        await link.wait_ready(scaled(20))
         hung_pid = link.pid
         os.kill(hung_pid, signal.SIGSTOP)
         await wait_until(lambda: link.state != "ready", 2, "the missed ping to take it down")
         assert "did not answer __ping" in link.state_reason
-        await link.wait_ready(15)
+        await link.wait_ready(scaled(15))
         assert link.pid != hung_pid and not alive(hung_pid)
     finally:
         await link.stop()
@@ -97,8 +99,8 @@ async def test_runtime_death_mid_run_raises_link_lost_promptly(link):
         os.kill(link.pid, signal.SIGKILL)
         started = time.monotonic()
         with pytest.raises(LinkLost, match="connection lost during run_runner"):
-            await asyncio.wait_for(anext(stream), 5)
-    assert time.monotonic() - started < 1.0
+            await asyncio.wait_for(anext(stream), scaled(5))
+    assert time.monotonic() - started < scaled(1.0)
 
 
 @pytest.mark.asyncio
@@ -119,7 +121,7 @@ async def test_sigkilled_host_leaves_no_runtime_or_plugin_process(runtime_dir):
         text=True,
     )
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(host.stdout.readline), 20)
+        line = await asyncio.wait_for(asyncio.to_thread(host.stdout.readline), scaled(20))
         pids = json.loads(line)["group"]
         assert len(pids) >= 2, "runtime and plugin were running"
     finally:
@@ -127,7 +129,7 @@ async def test_sigkilled_host_leaves_no_runtime_or_plugin_process(runtime_dir):
         host.wait()
     killed_at = time.monotonic()
     await wait_until(lambda: not any(alive(pid) for pid in pids), 5, "runtime and plugin to exit")
-    assert time.monotonic() - killed_at < 5
+    assert time.monotonic() - killed_at < scaled(5)
 
 
 @pytest.mark.asyncio
@@ -136,7 +138,7 @@ async def test_broken_plugin_stays_out_while_others_load(tmp_path):
     link = RuntimeLink(MemoryHost(), "broken", runtime_dir=runtime_dir)
     await link.start()
     try:
-        await link.wait_ready(20)
+        await link.wait_ready(scaled(20))
         await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
         plugins = {
             (p["manifest"]["manifest"]["metadata"]["name"], p["status"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import pytest_asyncio
+from memory_host import MemoryHost
 from runtime_helpers import (
     TOKEN,
     ExternalRuntime,
@@ -14,7 +15,8 @@ from runtime_helpers import (
     wait_until,
 )
 
-from runners.plugins.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import RuntimeLink
+from tests.timing import scaled
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ async def ws_link(external_runtime, tmp_path):
 
 @pytest.mark.asyncio
 async def test_ws_link_connects_with_token_lists_runners_and_runs(ws_link):
-    await ws_link.wait_ready(15)
+    await ws_link.wait_ready(scaled(15))
     await wait_for_runner(ws_link, "plugin:e2e/agent-runner-qa/default")
     assert ws_link.status()["mode"] == "ws" and ws_link.pid is None
     results = await collect(ws_link, "default", run_context("over ws"))
@@ -70,13 +72,13 @@ async def test_ws_link_with_a_wrong_token_is_refused_and_not_ready(external_runt
 
 @pytest.mark.asyncio
 async def test_ws_link_reconnects_to_a_restarted_runtime(ws_link, external_runtime):
-    await ws_link.wait_ready(15)
+    await ws_link.wait_ready(scaled(15))
     await wait_for_runner(ws_link, "plugin:e2e/agent-runner-qa/default")
 
     external_runtime.kill()
     await wait_until(lambda: ws_link.state != "ready", 5, "the link to notice the drop")
     external_runtime.start()  # same ports, fresh process: the handshake must be redone
-    await ws_link.wait_ready(15)
+    await ws_link.wait_ready(scaled(15))
     await wait_for_runner(ws_link, "plugin:e2e/agent-runner-qa/default")
     assert ws_link.status()["sessions"] >= 2
     results = await collect(ws_link, "default", run_context("again"))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from memory_host import MemoryHost
 from runtime_helpers import QA, collect, run_context, wait_for_runner
 
-from runners.plugins.runtime import MemoryHost, RuntimeLink
+from runners.plugins.runtime import RuntimeLink
+from tests.timing import scaled
 
 
 def settings_requests(host: MemoryHost) -> int:
@@ -32,7 +34,7 @@ async def test_enabled_false_does_not_hide_or_block_runners_in_0_7_18(runtime_di
     link = RuntimeLink(host, "disabled", runtime_dir=runtime_dir)
     await link.start()
     try:
-        await link.wait_ready(20)
+        await link.wait_ready(scaled(20))
         await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
         plugins = await link.list_plugins()
         results = await collect(link, "default", run_context())

@@ -21,7 +21,6 @@ import base64
 import binascii
 import re
 
-from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -44,6 +43,7 @@ from ledger.services.artifacts import (
     max_bytes,
 )
 from runners.api import streaming
+from runners.api.files import file_response
 from runners.api.serializers.artifacts import (
     ArtifactSerializer,
     ArtifactUploadSerializer,
@@ -238,14 +238,12 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
     @extend_schema(request=MessageSerializer, parameters=[
         OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")],
         responses={
-            (201, "application/json"): OpenApiResponse(
-                MESSAGE_RESULT, description="Once the run has ended: the answering agent, its "
-                "reply and the run's outcome (or `run.refused` if the runner could not start "
-                "it)."),
-            (201, "application/x-ndjson"): OpenApiResponse(
-                MESSAGE_STREAM_FRAME, description="With `?stream=1`: one frame per line, "
-                "`run.started`, the run's messages as they arrive, then `run.finished` with "
-                "the outcome (or `run.refused`)."),
+            (201, "application/json"): OpenApiResponse(MESSAGE_RESULT, description=(
+                "JSON: once the run has ended, the answering agent, its reply and the run's "
+                "outcome. NDJSON (`?stream=1`): one frame per line, `run.started`, the run's "
+                "messages as they arrive, then `run.finished` with the outcome. Either way "
+                "`run.refused` if the runner could not start the run.")),
+            (201, "application/x-ndjson"): MESSAGE_STREAM_FRAME,
         })
     @action(detail=True, methods=["post"])
     def messages(self, request, conversation_id=None, **kwargs):
@@ -325,13 +323,13 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
     def retrieve(self, request, name=None, **kwargs):
         scope = self.scope()
         try:
-            loaded = artifacts.load(*scope, name, _version_param(request))
+            opened = artifacts.open(*scope, name, _version_param(request))
         except ArtifactNotFound as exc:
             raise NotFound(str(exc)) from exc
         except ArtifactError as exc:
             raise Unprocessable(str(exc), field="name") from exc
-        info = loaded.info
-        response = HttpResponse(loaded.data, content_type=info.mime_type)
+        info = opened.info
+        response = file_response(opened.file, info.mime_type)
         response["Content-Disposition"] = content_disposition_header(True, info.name)
         response["X-Artifact-Version"] = str(info.version)
         response["ETag"] = f'"{info.sha256}"'

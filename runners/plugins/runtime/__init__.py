@@ -4,7 +4,7 @@ See docs: /work/shared/docs/runtime-protocol.md. Django-backed behaviour is
 injected through ``HostActions``.
 """
 
-from runners.plugins.runtime.host import HostActions, HostError, MemoryHost
+from runners.plugins.runtime.host import HostActions, HostError
 from runners.plugins.runtime.identity import Identity, plugin_installation_uuid
 from runners.plugins.runtime.link import (
     LinkLost,
@@ -20,7 +20,6 @@ __all__ = [
     "Identity",
     "LinkLost",
     "LinkNotReady",
-    "MemoryHost",
     "RuntimeLink",
     "RuntimeLinkError",
     "item_timeout_for",
