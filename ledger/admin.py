@@ -3,6 +3,7 @@ import json
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db.models import Max
+from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
@@ -13,6 +14,7 @@ from ledger.models import (
     Artifact,
     Conversation,
     EventLog,
+    ModelCall,
     SteeringItem,
     Transcript,
 )
@@ -82,6 +84,13 @@ class AgentRunAdmin(ReadOnlyAdmin):
         ("Authorization snapshot", {"classes": ["collapse"], "fields": ["authorization"]}),
     ]
 
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
+        # Calls name their run by run id, not a foreign key, so no inline can list them.
+        if obj is not None:
+            context["model_calls"] = ModelCall.objects.filter(run_id=obj.run_id).order_by("id")
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     @admin.display(description="duration")
     def duration(self, run):
         seconds = run.duration_seconds
@@ -105,6 +114,26 @@ class AgentRunAdmin(ReadOnlyAdmin):
         self.message_user(request, f"Cancel requested for {len(active)} run(s).", messages.SUCCESS)
         if skipped:
             self.message_user(request, f"{skipped} run(s) had already ended.", messages.WARNING)
+
+
+@admin.register(ModelCall)
+class ModelCallAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "model_name", "provider_name", "status", "attempt",
+                    "input_tokens", "output_tokens", "cached_tokens", "cost", "latency_ms",
+                    "first_token_ms", "run", "caller"]
+    list_filter = ["status", "model_name"]
+    search_fields = ["run_id", "agent_id", "model_name", "caller", "error"]
+    readonly_fields = ["run"]
+
+    @admin.display(description="run")
+    def run(self, call):
+        if not call.run_id:
+            return "—"
+        return format_html('<a href="{}">{}</a>',
+                           reverse("admin-run-detail", args=[call.run_id]), call.run_id)
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(AgentRunnerState)

@@ -1,16 +1,19 @@
-"""The run ledger's numbers for the admin dashboard: one function, a few queries."""
+"""The ledger's numbers for the admin dashboard (runs, model calls): a few queries."""
 
 import math
-from datetime import timedelta
+from datetime import datetime, time, timedelta
+from decimal import Decimal
 
-from django.db.models import Count, Max
-from django.db.models.functions import TruncHour
+from django.db.models import Count, Max, Q, Sum
+from django.db.models.functions import TruncDate, TruncHour
 from django.utils import timezone
 
-from ledger.models import AgentRun, RunStatus
+from ledger.models import AgentRun, ModelCall, RunStatus
 
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
 FAILURE_STATUSES = (RunStatus.FAILED, RunStatus.TIMEOUT)
+# As for runs: a cancelled call was stopped on purpose, it did not fail.
+MODEL_CALL_FAILURES = (ModelCall.Status.ERROR, ModelCall.Status.TIMEOUT)
 STATUS_ORDER = [status.value for status in RunStatus]
 
 
@@ -81,4 +84,35 @@ def run_summary(now=None, hours: int = 24, top: int = 5) -> dict:
         "durations_count": len(durations),
         "p50_seconds": percentile(durations, 0.50), "p95_seconds": percentile(durations, 0.95),
         "top_failing": top_failing,
+    }
+
+
+def model_call_days(now=None, days: int = 7) -> dict:
+    """Model calls of the last `days` days, today the last, in one query grouped by day.
+
+    - `daily`: `days` rows `{day, calls, input_tokens, output_tokens, cost, failures}`, oldest
+      first, days without calls included (`cost` a Decimal, `failures` ended in error or
+      timeout);
+    - `calls`, `tokens` (input + output), `cost`, `failures`: the window's totals.
+    """
+    now = now or timezone.now()
+    first = timezone.localdate(now) - timedelta(days=days - 1)
+    start = timezone.make_aware(datetime.combine(first, time.min))
+    rows = (ModelCall.objects.filter(created_at__gte=start, created_at__lte=now)
+            .annotate(day=TruncDate("created_at")).values("day")
+            .annotate(calls=Count("id"), input_tokens=Sum("input_tokens"),
+                      output_tokens=Sum("output_tokens"), cost=Sum("cost"),
+                      failures=Count("id", filter=Q(status__in=MODEL_CALL_FAILURES)))
+            .order_by("day"))
+    by_day = {row.pop("day"): row for row in rows}
+    empty = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0),
+             "failures": 0}
+    daily = [{"day": day, **by_day.get(day, empty)}
+             for day in (first + timedelta(days=i) for i in range(days))]
+    return {
+        "days": days, "daily": daily,
+        "calls": sum(row["calls"] for row in daily),
+        "tokens": sum(row["input_tokens"] + row["output_tokens"] for row in daily),
+        "cost": sum((row["cost"] for row in daily), Decimal(0)),
+        "failures": sum(row["failures"] for row in daily),
     }

@@ -1,12 +1,13 @@
-"""The dashboard's run numbers against seeded runs."""
+"""The dashboard's numbers against seeded runs and model calls."""
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
-from ledger.models import AgentRun
-from ledger.selectors.dashboard import percentile, run_summary
+from ledger.models import AgentRun, ModelCall
+from ledger.selectors.dashboard import model_call_days, percentile, run_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +91,33 @@ def test_an_empty_ledger_gives_zeros_and_no_percentiles():
     assert summary["total"] == summary["active"] == 0
     assert summary["p50_seconds"] is None and summary["p95_seconds"] is None
     assert summary["top_failing"] == []
+
+
+def seed_call(at, tokens=(100, 10), cost="0.001", status="ok"):
+    call = ModelCall.objects.create(model_id="m", model_name="gpt", status=status,
+                                    input_tokens=tokens[0], output_tokens=tokens[1],
+                                    cost=Decimal(cost))
+    ModelCall.objects.filter(pk=call.pk).update(created_at=at)
+
+
+def test_model_calls_are_summed_per_day_over_seven_whole_days(django_assert_num_queries):
+    seed_call(NOW - timedelta(hours=1))
+    seed_call(NOW - timedelta(hours=2), tokens=(5, 0), cost="0.00000002", status="error")
+    seed_call(datetime(2026, 3, 8, 23, 59, tzinfo=UTC), status="timeout")
+    seed_call(datetime(2026, 3, 4, 0, 0, tzinfo=UTC))          # the first day's first moment
+    seed_call(datetime(2026, 3, 3, 23, 59, tzinfo=UTC))        # before the window
+    seed_call(datetime(2026, 3, 8, 10, 0, tzinfo=UTC), status="cancelled")  # not a failure
+
+    with django_assert_num_queries(1):
+        summary = model_call_days(now=NOW)
+
+    daily = {row["day"]: row for row in summary["daily"]}
+    assert list(daily) == [date(2026, 3, 4) + timedelta(days=i) for i in range(7)]
+    assert daily[date(2026, 3, 10)] == {"day": date(2026, 3, 10), "calls": 2,
+                                        "input_tokens": 105, "output_tokens": 10,
+                                        "cost": Decimal("0.00100002"), "failures": 1}
+    assert (daily[date(2026, 3, 8)]["calls"], daily[date(2026, 3, 8)]["failures"]) == (2, 1)
+    assert daily[date(2026, 3, 4)]["calls"] == 1
+    assert daily[date(2026, 3, 9)]["cost"] == 0
+    assert (summary["calls"], summary["tokens"], summary["cost"], summary["failures"]) == \
+        (5, 445, Decimal("0.00400002"), 2)

@@ -1,8 +1,9 @@
-"""What the admin index shows: the runtime link, runners, and the ledger's run numbers."""
+"""What the admin index shows: the runtime link, runners, and the ledger's runs and model
+calls."""
 
 from asgiref.sync import async_to_sync
 
-from ledger.selectors.dashboard import STATUS_ORDER, run_summary
+from ledger.selectors.dashboard import STATUS_ORDER, model_call_days, run_summary
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 
@@ -74,4 +75,5 @@ def dashboard_context(now=None) -> dict:
     legend = [{"status": status, "count": summary["by_status"][status],
                "color": STATUS_COLORS[status]} for status in STATUS_ORDER]
     return {"runs": summary, "runners": runner_counts(), "runtime": runtime_summary(),
-            "chart": chart(summary["hourly"]), "legend": legend}
+            "chart": chart(summary["hourly"]), "legend": legend,
+            "model_calls": model_call_days(summary["now"])}

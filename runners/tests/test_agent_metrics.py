@@ -1,6 +1,6 @@
-import pytest
+from decimal import Decimal
 
-from ledger.models import AgentRun
+from ledger.models import AgentRun, ModelCall
 
 KEYS = {
     "total_instances",
@@ -47,7 +47,7 @@ def test_instance_counts_cover_the_agents_project(user_client, agent, make_agent
     assert body["idle_instances"] == 1
 
 
-def make_run(agent, n, status="completed", usage=None, cost=None):
+def make_run(agent, n, status="completed", usage=None):
     return AgentRun.objects.create(
         run_id=f"run-{n}",
         event_id=f"event-{n}",
@@ -56,27 +56,34 @@ def make_run(agent, n, status="completed", usage=None, cost=None):
         project_id=str(agent.project_id),
         status=status,
         usage_json=usage,
-        cost_json=cost,
     )
 
 
-def test_completed_runs_add_tasks_tokens_and_cost(user_client, agent):
-    make_run(agent, 1, usage={"total_tokens": 120}, cost=0.25)
-    make_run(agent, 2, usage={"prompt_tokens": 10, "completion_tokens": 5}, cost={"total": 0.5})
-    make_run(agent, 3, status="failed", usage={"total_tokens": 999}, cost=9.0)
+def make_call(agent, input_tokens, output_tokens, status="ok"):
+    price = Decimal("0.15") / 1_000_000  # per token
+    return ModelCall.objects.create(
+        run_id="run-1", agent_id=str(agent.pk), model_id="m-1", model_name="gpt", status=status,
+        input_tokens=input_tokens, output_tokens=output_tokens,
+        cost=(input_tokens + output_tokens) * price)
+
+
+def test_tasks_are_the_completed_runs(user_client, agent):
+    make_run(agent, 1)
+    make_run(agent, 2)
+    make_run(agent, 3, status="failed")
+
+    assert user_client.get(metrics_url(agent)).json()["total_tasks_completed"] == 2
+
+
+def test_tokens_and_cost_sum_the_agents_model_calls_exactly(user_client, agent, make_agent):
+    make_run(agent, 1, usage={"total_tokens": 999})  # what a runner reports is not added
+    mine = [make_call(agent, 1200, 345), make_call(agent, 77, 0, status="error"),
+            make_call(agent, 3, 1_000_001)]
+    make_call(make_agent(agent.project, agent.agent_type), 500, 500)  # another agent's
+    for call in mine:
+        call.refresh_from_db()  # the cost as stored
 
     body = user_client.get(metrics_url(agent)).json()
 
-    assert body["total_tasks_completed"] == 2
-    assert body["total_tokens_used"] == 135
-    assert body["total_cost_incurred"] == pytest.approx(0.75)
-
-
-def test_runs_of_other_agents_are_not_counted(user_client, agent, make_agent):
-    other = make_agent(agent.project, agent.agent_type)
-    make_run(other, 1, usage={"total_tokens": 50}, cost=1.0)
-
-    body = user_client.get(metrics_url(agent)).json()
-
-    assert body["total_tasks_completed"] == 0
-    assert body["total_tokens_used"] == 0
+    assert body["total_tokens_used"] == sum(c.input_tokens + c.output_tokens for c in mine)
+    assert body["total_cost_incurred"] == float(sum(c.cost for c in mine))

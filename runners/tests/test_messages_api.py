@@ -148,22 +148,14 @@ def test_agent_is_idle_again_when_the_client_goes_away(user_client, agent, conve
     assert (run.status, run.status_reason) == ("cancelled", "consumer_cancelled")
 
 
-def test_metrics_count_completed_runs_tokens_and_cost_from_usage(send, agent, builtin,
-                                                                 user_client):
-    async def metered(context):
-        for item in reply_results(context, "ok", usage={"total_tokens": 7, "cost": 0.25}):
-            yield item
-
-    agent.agent_type.runner_id = builtin("builtin:metered", metered)
-    agent.agent_type.save()
-
+def test_metrics_count_the_completed_runs(send, agent, user_client):
+    # Tokens and cost come from model calls (test_agent_metrics.py); echo makes none.
     send({"text": "one"})
     send({"text": "two"})
 
     metrics = user_client.get(
         f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}/metrics").json()
-    assert (metrics["total_tasks_completed"], metrics["total_tokens_used"]) == (2, 14)
-    assert metrics["total_cost_incurred"] == pytest.approx(0.5)
+    assert (metrics["total_tasks_completed"], metrics["total_tokens_used"]) == (2, 0)
 
 
 # --- routing through the tree ---------------------------------------------------------------

@@ -14,6 +14,7 @@
   const stateList = document.getElementById("run-state-changes");
   const timeline = new LH.Timeline(document.getElementById("run-timeline-body"),
                                    document.getElementById("run-event-count"));
+  const openedLive = LH.TERMINAL.indexOf(root.dataset.status) < 0;
   let streaming = false;
   let ended = false;
 
@@ -55,6 +56,21 @@
     if (statusBadge.textContent === "queued") LH.setStatus(statusBadge, "running");
   }
 
+  // The model calls are rendered by the server: a page opened on a live run takes the
+  // finished list from a fresh copy of itself.
+  function refreshModelCalls() {
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        const fresh = new DOMParser().parseFromString(html, "text/html")
+          .getElementById("run-model-calls");
+        const current = document.getElementById("run-model-calls");
+        if (fresh && current) current.replaceWith(fresh);
+      })
+      .catch(function () { /* the list stays as it was; a reload shows it */ });
+  }
+
   function onStatus(frame) {
     ended = true;
     LH.setStatus(statusBadge, frame.status, frame.status_reason);
@@ -62,6 +78,7 @@
     setLive("ended", "ended");
     if (cancelButton) cancelButton.disabled = true;
     reply.classList.remove("run-reply-partial");
+    if (openedLive) refreshModelCalls();
   }
 
   function onRefused(code) {
@@ -92,7 +109,7 @@
     });
   }
 
-  setLive(LH.TERMINAL.indexOf(root.dataset.status) >= 0 ? "loading" : "live", "live");
+  setLive(openedLive ? "live" : "loading", "live");
   root.dataset.follow = "started";
   LH.followRun(runId, { onEvent: onEvent, onStatus: onStatus, onRefused: onRefused }, 0);
 })();
