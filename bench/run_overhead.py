@@ -95,42 +95,62 @@ async def measure(sides: dict, runs: int, seconds: float) -> dict:
                    "throughput": totals[name][0] / totals[name][1]} for name in sides}
 
 
-async def main(runs: int, seconds: float, data_dir: Path) -> None:
-    from runners.execution import context, registry
-    from runners.execution.orchestrator import Orchestrator
-    from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+ECHO_BINDING = {"binding_id": "bench", "runner_id": "plugin:e2e/agent-runner-qa/default",
+                "state_policy": {"state_scopes": ["conversation"]}}
+
+
+def new_event():
+    from runners.execution.protocol import AgentEventEnvelope
+
+    return AgentEventEnvelope(conversation_id="bench", input={"text": "bench"})
+
+
+def echo_runtime(data_dir: Path):
+    """A gateway to one runtime over stdio loading the echo fixture plugin (not started)."""
     from runners.plugins.gateway import LocalGateway
 
     plugins = data_dir / "plugins"
     shutil.copytree(ECHO_PLUGIN, plugins / ECHO_PLUGIN.name)
-    gateway = LocalGateway(plugins_dir=plugins, runtime_dir=data_dir / "runtime", url="",
-                           instance="bench")
+    return LocalGateway(plugins_dir=plugins, runtime_dir=data_dir / "runtime", url="",
+                        instance="bench")
+
+
+async def bare_round_trip(gateway):
+    """One echo run straight over the runtime link, sent the context the orchestrator builds
+    for the same event: the yardstick of every benchmark here."""
+    from runners.execution import context, registry
+    from runners.execution.protocol import AgentBinding
+
+    binding = AgentBinding(**ECHO_BINDING)
+    descriptor = await registry.get_descriptor(binding.runner_id, gateway.discover)
+    event = new_event()
+    bare_payload = context.build_context(
+        run_id="", event=event, binding=binding, deadline_at=None,
+        apis=context.available_apis(event, binding, descriptor),
+        state={"conversation": {"e2e.echo_count": {"count": 1}}})
+
+    async def bare_run():
+        run_id = str(uuid.uuid4())
+        payload = {**bare_payload, "run_id": run_id,
+                   "runtime": {**bare_payload["runtime"], "trace_id": run_id}}
+        async for _ in gateway.link.run_runner(*RUNNER, payload, 30.0):
+            pass
+
+    return bare_run
+
+
+async def main(runs: int, seconds: float, data_dir: Path) -> None:
+    from runners.execution.orchestrator import Orchestrator
+    from runners.execution.protocol import AgentBinding
+
+    gateway = echo_runtime(data_dir)
     try:
         await gateway.discover()
-        link = gateway.link
         orchestrator = Orchestrator(gateway)
-        binding = AgentBinding(binding_id="bench", runner_id="plugin:e2e/agent-runner-qa/default",
-                               state_policy={"state_scopes": ["conversation"]})
-
-        def new_event():
-            return AgentEventEnvelope(conversation_id="bench", input={"text": "bench"})
-
-        descriptor = await registry.get_descriptor(binding.runner_id, gateway.discover)
-        event = new_event()
-        bare_payload = context.build_context(
-            run_id="", event=event, binding=binding, deadline_at=None,
-            apis=context.available_apis(event, binding, descriptor),
-            state={"conversation": {"e2e.echo_count": {"count": 1}}})
-
-        async def bare_run():
-            run_id = str(uuid.uuid4())
-            payload = {**bare_payload, "run_id": run_id,
-                       "runtime": {**bare_payload["runtime"], "trace_id": run_id}}
-            async for _ in link.run_runner(*RUNNER, payload, 30.0):
-                pass
+        bare_run = await bare_round_trip(gateway)
 
         async def orchestrated_run():
-            async for _ in orchestrator.run(new_event(), binding):
+            async for _ in orchestrator.run(new_event(), AgentBinding(**ECHO_BINDING)):
                 pass
 
         results = await measure({"bare": bare_run, "orchestrator": orchestrated_run},

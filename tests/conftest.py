@@ -88,6 +88,19 @@ def outsider_client(outsider):
 
 
 @pytest.fixture
+def member(make_user, project):
+    """Bob: a member of Alice's project (`project`), who owns none of her conversations."""
+    bob = make_user("bob@example.com")
+    project.members.add(bob)
+    return bob
+
+
+@pytest.fixture
+def member_client(member):
+    return _client_for(member)
+
+
+@pytest.fixture
 def login():
     """`login(email, password)` -> the token pair from `POST /api/v1/auth/login`."""
 

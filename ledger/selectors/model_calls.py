@@ -22,3 +22,14 @@ def usage_for_run(run_id: str) -> dict:
 
 def usage_for_agent(agent_id: str) -> dict:
     return _totals(ModelCall.objects.filter(agent_id=agent_id))
+
+
+def run_usage(run_id: str) -> dict | None:
+    """The run's calls summed in the SDK's usage shape (with their `cost`), or None when it
+    made none: the usage of a run whose runner reports none."""
+    totals = usage_for_run(run_id)
+    if not totals["calls"]:
+        return None
+    return {"prompt_tokens": totals["input_tokens"], "completion_tokens": totals["output_tokens"],
+            "total_tokens": totals["input_tokens"] + totals["output_tokens"],
+            "cached_tokens": totals["cached_tokens"], "cost": float(totals["cost"])}

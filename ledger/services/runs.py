@@ -26,6 +26,7 @@ from ledger.models import (
     SteeringStatus,
     Transcript,
 )
+from ledger.selectors.model_calls import run_usage
 from ledger.sql import insert_rows, update_rows
 
 TRANSCRIPT_MAX_CHARS = 4000
@@ -133,6 +134,8 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
     now = timezone.now()
     fields = {"status": status, "status_reason": reason[:10_000], "finished_at": now,
               "updated_at": now, "lease_expires_at": None}
+    if usage is None:  # the runner reported none: what its model calls spent, if any
+        usage = run_usage(run_id)
     if usage is not None:
         fields["usage_json"] = usage
     updated = update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",

@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 LLM = "llm"
 WORKFLOW = "workflow"
 USER_AUTHOR = "user"
+# The tool that hands a turn to another agent of the tree.
+TRANSFER_TOOL = "transfer_to_agent"
 
 
 class TreeError(ValueError):

@@ -31,7 +31,14 @@ from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as run_selectors
 from ledger.services import conversations as conversation_services
 from ledger.state_keys import StateIdentity
-from runners.catalogue.agent_routing import AgentNode, Entry, TreeError, find_agent_to_run
+from runners.catalogue.agent_routing import (
+    AgentNode,
+    AgentTree,
+    Entry,
+    TreeError,
+    find_agent_to_run,
+    transfer_targets,
+)
 from runners.catalogue.trees import build_tree
 from runners.conversations import selectors
 from runners.conversations.exceptions import (
@@ -189,11 +196,11 @@ def history(conversation_id: str) -> list[Entry]:
     return [entry_for(*row) for row in reversed(rows)]
 
 
-def answering_node(agent: AgentInstance, conversation_id: str | None) -> AgentNode:
-    """The agent of the instance's tree that answers the next message of the conversation."""
+def answering_node(agent: AgentInstance, conversation_id: str | None) -> tuple[AgentTree, AgentNode]:
+    """The instance's tree and its agent that answers the next message of the conversation."""
     try:
         tree = build_tree(agent.agent_type)
-        return find_agent_to_run(tree, history(conversation_id) if conversation_id else [])
+        return tree, find_agent_to_run(tree, history(conversation_id) if conversation_id else [])
     except TreeError as exc:
         raise Unroutable(f"The agent tree of '{agent.agent_type.name}' is invalid: {exc}") from exc
 
@@ -207,18 +214,23 @@ def agent_binding(agent: AgentInstance, conversation_id: str | None = None,
         raise Unroutable(str(exc)) from exc
 
 
-def node_binding(agent: AgentInstance, node: AgentNode, conversation_id: str | None = None,
-                 timeout: float | None = None) -> AgentBinding:
+def node_binding(agent: AgentInstance, tree: AgentTree, node: AgentNode,
+                 conversation_id: str | None = None, timeout: float | None = None) -> AgentBinding:
     """The root runs with the agent's binding; a sub-agent with the same binding identity and
-    policies, and its own type's runner and config."""
+    policies, and its own type's runner and config. The config names the agents the answering
+    one may hand the turn to (`transfer_to_agent`)."""
     binding = agent_binding(agent, conversation_id, timeout)
-    if node.type_id is None or node.type_id == str(agent.agent_type_id):
-        return binding
-    node_type = AgentType.objects.get(pk=node.type_id)
-    config = bindings.agent_runner_config(node_type)
-    if timeout is not None:
-        config["timeout"] = timeout
-    return binding.model_copy(update={"runner_id": node_type.runner_id, "runner_config": config})
+    if node.type_id is not None and node.type_id != str(agent.agent_type_id):
+        node_type = AgentType.objects.get(pk=node.type_id)
+        config = bindings.agent_runner_config(node_type)
+        if timeout is not None:
+            config["timeout"] = timeout
+        binding = binding.model_copy(update={"runner_id": node_type.runner_id,
+                                             "runner_config": config})
+    binding.runner_config = {**binding.runner_config, "transfer_targets": [
+        {"name": target.name, "description": target.description}
+        for target in transfer_targets(tree, node)]}
+    return binding
 
 
 def state_identity(agent: AgentInstance, conversation: Conversation | None = None) -> StateIdentity:
@@ -249,8 +261,8 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
                     if conversation_id is not None else None)
     require_taking_messages(agent)
     ledger_conversation = conversation.conversation_id if conversation else None
-    node = answering_node(agent, ledger_conversation)
-    binding = node_binding(agent, node, ledger_conversation, timeout)
+    tree, node = answering_node(agent, ledger_conversation)
+    binding = node_binding(agent, tree, node, ledger_conversation, timeout)
     require_available(binding.runner_id)
 
     invocation_id = new_invocation_id()

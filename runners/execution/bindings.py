@@ -29,6 +29,8 @@ def to_protocol(binding: Binding) -> AgentBinding:
 def agent_runner_config(agent_type: AgentType) -> dict:
     """The agent type's persona and models, handed to its runner as config."""
     return {
+        "name": agent_type.name,
+        "description": agent_type.description,
         "prompt": agent_type.personality_prompt,
         "model": agent_type.primary_model,
         "fallback_models": agent_type.fallback_models,

@@ -3,8 +3,6 @@
 import time
 from collections.abc import AsyncIterator
 
-BUILTIN_PREFIX = "builtin:"
-
 
 def _result(context: dict, sequence: int, type_: str, data: dict) -> dict:
     return {"run_id": context["run_id"], "type": type_, "data": data, "usage": None,
@@ -19,6 +17,15 @@ async def echo(context: dict) -> AsyncIterator[dict]:
     yield _result(context, 2, "run.completed", {"finish_reason": "stop"})
 
 
+async def llm_agent(context: dict) -> AsyncIterator[dict]:
+    """The agent type's persona answering through its models (see `llm_agent`)."""
+    # Imported on the first LLM run: the provider SDKs take a second to load.
+    from runners.execution import llm_agent as agent
+
+    async for item in agent.run(context):
+        yield item
+
+
 BUILTIN_RUNNERS = {
     "builtin:echo": {
         "run": echo,
@@ -26,5 +33,14 @@ BUILTIN_RUNNERS = {
         "description": {"en_US": "Replies with the input text. Built in; needs no plugin."},
         "capabilities": {"streaming": False},
         "permissions": {},
+    },
+    "builtin:llm-agent": {
+        "run": llm_agent,
+        "label": {"en_US": "LLM agent"},
+        "description": {"en_US": "The agent type's persona answering through its models, "
+                                 "with fallback and transfer_to_agent in agent trees."},
+        "capabilities": {"streaming": True},
+        # Its context lists the models it may call, like a plugin runner's.
+        "permissions": {"models": ["invoke", "stream", "count_tokens"]},
     },
 }

@@ -7,6 +7,7 @@ runner never receives a context its SDK would refuse.
 from langbot_plugin.api.entities.builtin.runner.context import RunnerContext
 
 from ledger.state_keys import scope_key
+from runners.execution.grants import NO_GRANTS, ModelGrants
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
 
@@ -68,7 +69,8 @@ def available_apis(event: AgentEventEnvelope, binding: AgentBinding,
 
 
 def authorization_snapshot(event: AgentEventEnvelope, binding: AgentBinding,
-                           descriptor: RunnerDescriptor, apis: dict, scopes: dict) -> dict:
+                           descriptor: RunnerDescriptor, apis: dict, scopes: dict,
+                           grants: ModelGrants = NO_GRANTS) -> dict:
     """What in-run API calls are checked against, persisted on the run row."""
     return {
         "runner_id": descriptor.id,
@@ -81,12 +83,14 @@ def authorization_snapshot(event: AgentEventEnvelope, binding: AgentBinding,
         "thread_id": event.thread_id or "",
         "project_id": event.project_id or "",
         "prompt": binding.runner_config.get("prompt") or "",
+        "resources": {"models": grants.models},
     }
 
 
 def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                   apis: dict, state: dict, deadline_at: float | None,
-                  latest_cursor: str | None = None) -> dict:
+                  latest_cursor: str | None = None,
+                  grants: ModelGrants = NO_GRANTS) -> dict:
     conversation = None
     if event.conversation_id:
         conversation = {
@@ -114,6 +118,7 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
             and binding.delivery_policy.enable_streaming,
         },
         "resources": {
+            "models": grants.models,
             "storage": {"plugin_storage": apis["storage"], "workspace_storage": False},
         },
         "context": {
@@ -131,7 +136,9 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
             "trace_id": run_id,
             "deadline_at": deadline_at,
             "metadata": {"host": HOST_NAME, "project_id": event.project_id,
-                         "agent_id": event.agent_id},
+                         "agent_id": event.agent_id,
+                         **({"model_context_window_tokens": grants.context_window}
+                            if grants.context_window else {})},
         },
         "variables": {},
         "config": binding.runner_config,

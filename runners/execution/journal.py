@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from ledger.services import runs as ledger
 from runners.execution import context
+from runners.execution.grants import NO_GRANTS, ModelGrants
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
 
@@ -88,7 +89,8 @@ class Journal:
 
 async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
-                    agent_name: str, owner_id: str) -> dict[str, dict]:
+                    agent_name: str, owner_id: str,
+                    grants: ModelGrants = NO_GRANTS) -> dict[str, dict]:
     """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`.
 
     Raises `ledger.DuplicateEvent` when the event was received before.
@@ -103,7 +105,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "thread_id": event.thread_id or "", "project_id": event.project_id or "",
             "deadline_at": deadline_at,
             "authorization_json": context.authorization_snapshot(event, binding, descriptor,
-                                                                 apis, scopes),
+                                                                 apis, scopes, grants),
             "metadata_json": {"event_type": event.event_type, "source": event.source,
                               "agent_name": agent_name,
                               "input": event.input.model_dump(exclude_none=True)},

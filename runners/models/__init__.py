@@ -9,6 +9,7 @@ from runners.models.bindings import (
 )
 from runners.models.catalogue import (
     DEFAULT_RUNNER_ID,
+    LLM_AGENT_RUNNER_ID,
     AgentInstance,
     AgentKind,
     AgentType,
@@ -19,7 +20,7 @@ from runners.models.plugins import PluginInstallation, PluginStorage, RunnerDesc
 from runners.models.providers import LLMModel, ModelProvider
 
 __all__ = [
-    "DEFAULT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
+    "DEFAULT_RUNNER_ID", "LLM_AGENT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
     "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
 ]

@@ -6,6 +6,8 @@ from django.db import models
 from accounts.models import Project
 
 DEFAULT_RUNNER_ID = "builtin:echo"
+# The runner of a type created with a primary model and no runner of its own.
+LLM_AGENT_RUNNER_ID = "builtin:llm-agent"
 
 
 class AgentKind(models.TextChoices):

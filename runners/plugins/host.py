@@ -1,13 +1,15 @@
 """What LangHost answers when the plugin runtime calls the host: plugin settings from
-`PluginInstallation`, binary storage in `PluginStorage`, and the in-run APIs."""
+`PluginInstallation`, binary storage in `PluginStorage`, the in-run APIs and LangBot's model
+actions."""
 
 import base64
+from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
 from runners.models import PluginInstallation, PluginStorage
-from runners.plugins import run_api
+from runners.plugins import model_api, run_api
 from runners.plugins.runtime.host import HostActions, HostError
 from runners.plugins.runtime.identity import plugin_installation_uuid
 
@@ -83,4 +85,10 @@ class DjangoHost(HostActions):
         return {"file_base64": base64.b64encode(bytes(row.value)).decode()}
 
     async def handle_run_api(self, action: str, data: dict, context: dict | None) -> dict:
+        if action in model_api.ACTIONS:
+            return await model_api.handle(action, data, context)
         return await run_api.handle(action, data, context)
+
+    def stream_run_api(self, action: str, data: dict,
+                       context: dict | None) -> AsyncIterator[dict]:
+        return model_api.stream(action, data, context)

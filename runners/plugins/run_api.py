@@ -58,8 +58,8 @@ async def authorize(action: str, data: dict, context: dict | None) -> tuple[Agen
         if not claimed or claimed != owner:
             who = claimed or "an unnamed or unknown caller"
             raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {who}")
-    flag = API_FLAGS[action]
-    if not (auth.get("available_apis") or {}).get(flag):
+    flag = API_FLAGS.get(action)  # none for model calls: the run's model grants decide them
+    if flag and not (auth.get("available_apis") or {}).get(flag):
         raise HostError("api.not_available", f"{action} is not available for this run")
     if action in WRITES and run.status != RunStatus.RUNNING:
         raise HostError("run.not_active", f"run {run_id} is {run.status}; {action} needs an active run")

@@ -1,13 +1,14 @@
 """The one way LangHost calls a model: invoke, stream, count tokens, embed.
 
-Each call builds its provider's official async SDK client (no SDK retries: falling back to
-another model is ours, `fallback.py`), is bounded by the provider's timeout and the run's
+Each call goes through its provider's official async SDK client (no SDK retries: falling back
+to another model is ours, `fallback.py`), is bounded by the provider's timeout and the run's
 deadline, and is recorded in the ledger as a ModelCall however it ends: ok, error, timeout
 or cancelled. Closing a stream, or cancelling the task awaiting a call, closes the upstream
 HTTP connection.
 """
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -38,6 +39,24 @@ _TIMEOUTS = (TimeoutError, openai.APITimeoutError, anthropic.APITimeoutError)
 _CONNECTION = (openai.APIConnectionError, anthropic.APIConnectionError)
 _STATUS = (openai.APIStatusError, anthropic.APIStatusError)
 _API = (openai.APIError, anthropic.APIError)
+
+
+# One SDK client per provider setting and event loop: its connection pool and TLS context
+# are reused, since building them for each call costs more than a local model's first token.
+_clients: dict[tuple, tuple[asyncio.AbstractEventLoop, object]] = {}
+
+
+def shared_client(kind, *, base_url: str, api_key: str, headers: dict, timeout: float):
+    """The kind's SDK client for these settings on the running loop, with this call's timeout."""
+    loop = asyncio.get_running_loop()
+    key = (id(loop), kind.__name__, base_url, api_key, json.dumps(headers or {}, sort_keys=True))
+    entry = _clients.get(key)
+    if entry is None or entry[0] is not loop:
+        for stale in [k for k, (owner, _) in _clients.items() if owner.is_closed()]:
+            del _clients[stale]
+        entry = _clients[key] = (loop, kind.client(base_url=base_url, api_key=api_key,
+                                                   timeout=timeout, headers=headers))
+    return entry[1].with_options(timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -102,13 +121,13 @@ class _Attempt:
         self.limit = limit
         self.key = ""
 
-    def client_options(self) -> dict:
+    def client(self, kind):
         provider = self.model.provider
         if self.limit <= 0:
             raise TimeoutError  # the run's deadline passed before the call could start
         self.key = api_key(provider)
-        return {"base_url": provider.base_url, "api_key": self.key or NO_KEY,
-                "timeout": self.limit, "headers": provider.extra_headers}
+        return shared_client(kind, base_url=provider.base_url, api_key=self.key or NO_KEY,
+                             headers=provider.extra_headers, timeout=self.limit)
 
     def token(self) -> None:
         if self.first_token_ms is None:
@@ -179,8 +198,7 @@ async def invoke(model: LLMModel, messages: Iterable, *, tools: Iterable | None 
     kind, args = await _prepared(model, messages, tools, params, reasoning_level)
     async with _recorded(model, call, "invoke", attempt) as record:
         async with asyncio.timeout(record.limit):
-            async with kind.client(**record.client_options()) as api:
-                message, record.usage = await kind.complete(api, args)
+            message, record.usage = await kind.complete(record.client(kind), args)
         record.token()
     return message, record.usage.as_dict()
 
@@ -198,8 +216,7 @@ async def stream(model: LLMModel, messages: Iterable, *, tools: Iterable | None 
         # The time limit covers the whole stream, but only while waiting on the provider:
         # a timeout scope must not span a yield to the consumer.
         until = asyncio.get_running_loop().time() + record.limit
-        async with kind.client(**record.client_options()) as api, \
-                aclosing(kind.stream(api, args)) as events:
+        async with aclosing(kind.stream(record.client(kind), args)) as events:
             while True:
                 async with asyncio.timeout_at(until):
                     item = await anext(events, None)
@@ -222,9 +239,10 @@ async def count_tokens(model: LLMModel, messages: Iterable, tools: Iterable | No
     if provider.kind == ModelProvider.Kind.ANTHROPIC:
         args = anthropic_messages.request(model.upstream_model, parsed, parsed_tools, {}, None)
         try:
-            async with asyncio.timeout(provider.timeout), anthropic_messages.client(
-                    base_url=provider.base_url, api_key=api_key(provider) or NO_KEY,
-                    timeout=provider.timeout, headers=provider.extra_headers) as api:
+            api = shared_client(anthropic_messages, base_url=provider.base_url,
+                                api_key=api_key(provider) or NO_KEY,
+                                headers=provider.extra_headers, timeout=provider.timeout)
+            async with asyncio.timeout(provider.timeout):
                 counted = await api.messages.count_tokens(**anthropic_messages.count_args(args))
             return counted.input_tokens
         except Exception as exc:
@@ -241,8 +259,8 @@ async def invoke_embedding(model: LLMModel, texts: list[str], *, call: CallInfo,
         raise ProviderError(f"provider '{model.provider.name}' has no embeddings API")
     async with _recorded(model, call, "embedding", attempt) as record:
         async with asyncio.timeout(record.limit):
-            async with openai_chat.client(**record.client_options()) as api:
-                vectors, record.usage = await openai_chat.embed(api, model.upstream_model, texts)
+            vectors, record.usage = await openai_chat.embed(record.client(openai_chat),
+                                                            model.upstream_model, texts)
     return vectors
 
 

@@ -17,23 +17,6 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
 )
 
 
-@pytest.fixture
-def member(make_user, project):
-    """Another user who sees the project."""
-    other = make_user("bob@example.com")
-    project.members.add(other)
-    return other
-
-
-@pytest.fixture
-def member_client(member):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(member)
-    return client
-
-
 def open_conversation(client, agent, **body):
     response = client.post(conversations_url(agent), body, format="json")
     assert response.status_code == 201, response.content

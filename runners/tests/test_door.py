@@ -1,6 +1,6 @@
 """The one door: every way into a run decides who may do what the same way.
 
-Two users, Alice (`user`) and Bob (`bob`, a member of Alice's project who is not the owner of
+Two users, Alice (`user`) and Bob (`member`, a member of Alice's project who is not the owner of
 her conversations), and Mallory (`outsider`) with a project and agent of her own.
 """
 
@@ -24,22 +24,6 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
 from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def bob(make_user, project):
-    bob = make_user("bob@example.com")
-    project.members.add(bob)
-    return bob
-
-
-@pytest.fixture
-def bob_client(bob):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(bob)
-    return client
 
 
 def open_conversation(client, agent, **body) -> str:
@@ -112,29 +96,29 @@ def test_your_own_repeated_key_replays_your_run(user_client, agent):
 
 # --- conversations belong to their owner ---------------------------------------------------
 
-def test_a_conversation_id_someone_else_has_is_free_for_you(user_client, bob_client, agent):
+def test_a_conversation_id_someone_else_has_is_free_for_you(user_client, member_client, agent):
     open_conversation(user_client, agent, conversation_id="chat-1")
 
-    assert open_conversation(bob_client, agent, conversation_id="chat-1") == "chat-1"
+    assert open_conversation(member_client, agent, conversation_id="chat-1") == "chat-1"
 
 
-def test_a_member_cannot_run_in_someone_elses_conversation(user_client, bob_client, agent):
+def test_a_member_cannot_run_in_someone_elses_conversation(user_client, member_client, agent):
     conversation = open_conversation(user_client, agent, conversation_id="alices")
     before = footprint()
 
-    by_runs, _ = start_run(bob_client, {"agent_id": str(agent.pk), "conversation_id": conversation,
+    by_runs, _ = start_run(member_client, {"agent_id": str(agent.pk), "conversation_id": conversation,
                                         "input": {"text": "let me in"}})
-    by_messages, _ = send(bob_client, agent, conversation, "let me in")
+    by_messages, _ = send(member_client, agent, conversation, "let me in")
 
     assert (by_runs.status_code, by_messages.status_code) == (404, 404)
     assert footprint() == before
 
 
 async def test_a_member_cannot_open_someone_elses_conversation_socket(
-        user_client, bob, agent):
+        user_client, member, agent):
     conversation = await sync_to_async(open_conversation)(user_client, agent,
                                                           conversation_id="alices")
-    token = await sync_to_async(lambda: token_pair(bob)["access_token"])()
+    token = await sync_to_async(lambda: token_pair(member)["access_token"])()
     socket = WebsocketCommunicator(application, f"/ws/conversations/{conversation}/?token={token}")
     await socket.connect(timeout=scaled(1))
 
@@ -144,24 +128,24 @@ async def test_a_member_cannot_open_someone_elses_conversation_socket(
 
 # --- runs are seen by their actor, the project's owner and superusers ----------------------
 
-def test_a_member_sees_only_their_own_runs(user_client, bob_client, agent, bob):
+def test_a_member_sees_only_their_own_runs(user_client, member_client, agent, member):
     _, alices = start_run(user_client, {"agent_id": str(agent.pk), "input": {"text": "a"}})
-    _, bobs = start_run(bob_client, {"agent_id": str(agent.pk), "input": {"text": "b"}})
+    _, bobs = start_run(member_client, {"agent_id": str(agent.pk), "input": {"text": "b"}})
 
-    listed = [run["run_id"] for run in bob_client.get("/api/v1/runs").json()["data"]]
+    listed = [run["run_id"] for run in member_client.get("/api/v1/runs").json()["data"]]
     owner_listed = [run["run_id"] for run in user_client.get("/api/v1/runs").json()["data"]]
 
     assert listed == [bobs["run_id"]]
     assert set(owner_listed) == {alices["run_id"], bobs["run_id"]}
     for path in ("", "/events"):
-        assert bob_client.get(f"/api/v1/runs/{alices['run_id']}{path}").status_code == 404
-    assert bob_client.post(f"/api/v1/runs/{alices['run_id']}/cancel").status_code == 404
+        assert member_client.get(f"/api/v1/runs/{alices['run_id']}{path}").status_code == 404
+    assert member_client.post(f"/api/v1/runs/{alices['run_id']}/cancel").status_code == 404
 
 
-async def test_a_member_cannot_watch_someone_elses_run(user_client, bob, agent):
+async def test_a_member_cannot_watch_someone_elses_run(user_client, member, agent):
     _, alices = await sync_to_async(start_run)(
         user_client, {"agent_id": str(agent.pk), "input": {"text": "a"}})
-    token = await sync_to_async(lambda: token_pair(bob)["access_token"])()
+    token = await sync_to_async(lambda: token_pair(member)["access_token"])()
     socket = WebsocketCommunicator(application, f"/ws/runs/{alices['run_id']}/?token={token}")
     await socket.connect(timeout=scaled(1))
 

@@ -5,7 +5,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from rest_framework import serializers
 
-from runners.models import AgentInstance, AgentType, LLMModel, SubAgent
+from runners.catalogue.trees import validate_trees
+from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel, SubAgent
 from runners.providers.lookup import model_names, unknown_models
 
 
@@ -79,8 +80,6 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         return value
 
     def validate(self, attrs):
-        from runners.catalogue.trees import validate_trees
-
         # The type as it would be after this write (a rename changes its trees too).
         candidate = copy.copy(self.instance) if self.instance is not None else AgentType()
         for key, value in attrs.items():
@@ -91,6 +90,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         except DjangoValidationError as exc:
             field = "sub_agents" if "sub_agents" in attrs else "name"
             raise serializers.ValidationError({field: exc.messages}) from exc
+        if self.instance is None and "runner_id" not in attrs and attrs.get("primary_model"):
+            attrs["runner_id"] = LLM_AGENT_RUNNER_ID  # a type that names a model thinks with it
         return attrs
 
     @transaction.atomic

@@ -1,0 +1,222 @@
+"""`builtin:llm-agent`: the agent type's persona answering through its models.
+
+The system prompt is the type's personality prompt with its name, description and expertise;
+the conversation's transcript is the history, trimmed (oldest first) to the model's context
+window; `model_params` go to the provider as they are. The reply streams as `message.delta`
+results, then `message.completed` and `run.completed` with the run's token usage.
+
+In an agent tree the model is offered `transfer_to_agent(agent_name)` with the targets the ADK
+rules allow (`transfer_targets`). A call hands the turn to that agent within the same run: it
+is recorded as `tool.call.started` / `tool.call.completed` (the orchestrator makes the target
+the author of the reply, so the conversation's next message goes to it), and the target answers
+with its own persona and models.
+"""
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+
+from ledger.models import Transcript
+from runners.catalogue.agent_routing import (
+    TRANSFER_TOOL,
+    find_agent,
+    transfer_targets,
+)
+from runners.catalogue.trees import build_tree
+from runners.execution.bindings import agent_runner_config
+from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
+from runners.providers import tokens
+from runners.providers.calls import CallInfo
+from runners.providers.errors import ProviderError
+from runners.providers.fallback import stream_with_fallback
+from runners.providers.lookup import load_models
+from runners.providers.messages import parse
+
+logger = logging.getLogger(__name__)
+
+# A turn hands over at most this many times: a model that keeps transferring is stopped.
+MAX_TRANSFERS = 5
+HISTORY_ROWS = 200
+# Kept free in the context window for the reply when the params set no max_tokens.
+REPLY_RESERVE_TOKENS = 1024
+
+
+class _Results:
+    """Numbers the results of one run in order."""
+
+    def __init__(self, context: dict):
+        self.run_id = context["run_id"]
+        self.sequence = 0
+
+    def __call__(self, type_: str, data: dict, usage: dict | None = None) -> dict:
+        self.sequence += 1
+        return {"run_id": self.run_id, "type": type_, "data": data, "usage": usage,
+                "sequence": self.sequence, "timestamp": int(time.time())}
+
+
+def system_prompt(config: dict) -> str:
+    parts = [config.get("prompt") or ""]
+    identity = f"You are {config['name']}" if config.get("name") else ""
+    if identity and config.get("description"):
+        identity += f": {config['description']}"
+    parts.append(identity)
+    expertise = config.get("expertise")
+    if isinstance(expertise, list) and expertise:
+        parts.append("Your expertise: " + ", ".join(str(item) for item in expertise) + ".")
+    return "\n\n".join(part for part in parts if part)
+
+
+async def _history(conversation_id: str | None, user_text: str) -> list[dict]:
+    """The conversation's messages, oldest first (the user's message of this run included)."""
+    if not conversation_id:
+        return [{"role": "user", "content": user_text}]
+    rows = [row async for row in Transcript.objects.filter(conversation_id=conversation_id)
+            .order_by("-id").values("role", "content")[:HISTORY_ROWS]]
+    return [{"role": row["role"] if row["role"] in ("user", "assistant") else "user",
+             "content": row["content"]} for row in reversed(rows)] or [
+        {"role": "user", "content": user_text}]
+
+
+def trimmed(system: list[dict], history: list[dict], window: int, reserve: int) -> list[dict]:
+    """System messages and as much recent history as fits the window, the newest kept."""
+    budget = window - reserve - tokens.estimate(*parse(system, []))
+    kept: list[dict] = []
+    for message in reversed(history):
+        cost = tokens.estimate(*parse([message], []))
+        if kept and cost > budget:
+            break
+        kept.append(message)
+        budget -= cost
+    return system + list(reversed(kept))
+
+
+def transfer_tool(targets: list[dict]) -> dict:
+    return {
+        "name": TRANSFER_TOOL,
+        "description": "Hand the conversation to another agent who is better placed to "
+                       "answer. " + " ".join(f"{target['name']}: "
+                                              f"{target.get('description') or 'an agent'}."
+                                              for target in targets),
+        "parameters": {"type": "object", "required": ["agent_name"], "properties": {
+            "agent_name": {"type": "string", "enum": [target["name"] for target in targets]}}},
+    }
+
+
+class _Turn:
+    """One agent answering: its config, its models and the agents it may hand over to."""
+
+    def __init__(self, config: dict, models: list[LLMModel]):
+        self.config = config
+        self.models = models
+        self.targets = [target for target in config.get("transfer_targets") or []
+                        if isinstance(target, dict) and target.get("name")]
+
+
+async def _turn(config: dict) -> _Turn:
+    names = [config.get("model"), *(config.get("fallback_models") or [])]
+    names = [name for name in names if isinstance(name, str) and name]
+    if not names:
+        raise ProviderError(f"model.unknown: agent '{config.get('name')}' names no model; set "
+                            "its primary_model")
+    models = await load_models(names)
+    known = {model.name for model in models}
+    missing = [name for name in names if name not in known]
+    if missing:
+        raise ProviderError(
+            f"model.unknown: {', '.join(repr(name) for name in missing)} is not a registered "
+            "active model; add it in the admin (LLM models) or with POST /api/v1/models")
+    return _Turn(config, models)
+
+
+async def _handed_over(agent_id: str, name: str) -> _Turn:
+    """The turn of the agent `name` of the instance's tree, which the turn was handed to."""
+    agent = await AgentInstance.objects.select_related("agent_type").aget(pk=agent_id)
+    tree = await sync_to_async(build_tree)(agent.agent_type)
+    node = find_agent(tree.root, name)
+    config = agent_runner_config(await AgentType.objects.aget(pk=node.type_id))
+    config["transfer_targets"] = [{"name": target.name, "description": target.description}
+                                  for target in transfer_targets(tree, node)]
+    return await _turn(config)
+
+
+async def run(context: dict) -> AsyncIterator[dict]:
+    result = _Results(context)
+    config = context.get("config") or {}
+    runtime = context.get("runtime") or {}
+    ids = runtime.get("metadata") or {}
+    call = CallInfo(run_id=context["run_id"], agent_id=ids.get("agent_id") or "",
+                    project_id=ids.get("project_id") or "", caller=LLM_AGENT_RUNNER_ID,
+                    deadline=runtime.get("deadline_at"))
+    conversation_id = (context.get("conversation") or {}).get("conversation_id")
+    history = await _history(conversation_id, (context.get("input") or {}).get("text") or "")
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cached_tokens": 0}
+    try:
+        turn = await _turn(config)
+        for _handover in range(MAX_TRANSFERS + 1):
+            text, calls = "", {}
+            params = dict(turn.config.get("model_params") or {})
+            window = turn.models[0].context_window
+            reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
+            messages = trimmed([{"role": "system", "content": system_prompt(turn.config)}],
+                               history, window, min(reserve, window // 2))
+            tools = [transfer_tool(turn.targets)] if turn.targets else []
+            async for event in stream_with_fallback(turn.models, messages, tools=tools,
+                                                    params=params, call=call):
+                if "usage" in event:
+                    for key in usage:
+                        usage[key] += int(event["usage"].get(key) or 0)
+                    continue
+                chunk = event["chunk"]
+                if chunk.get("content"):
+                    text += chunk["content"]
+                    yield result("message.delta", {"chunk": {"role": "assistant",
+                                                              "content": chunk["content"]}})
+                for tool_call in chunk.get("tool_calls") or []:
+                    entry = calls.setdefault(tool_call["id"], {"name": "", "arguments": ""})
+                    function = tool_call.get("function") or {}
+                    entry["name"] = function.get("name") or entry["name"]
+                    entry["arguments"] += function.get("arguments") or ""
+            target = _transfer_target(turn, calls)
+            if target is None or not call.agent_id:
+                break
+            call_id, args = target
+            name = args["agent_name"]
+            yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": TRANSFER_TOOL,
+                                               "parameters": args})
+            yield result("tool.call.completed", {"tool_call_id": call_id,
+                                                 "tool_name": TRANSFER_TOOL,
+                                                 "result": {"agent_name": name}})
+            history = [*history,
+                       {"role": "assistant", "content": text or None, "tool_calls": [
+                           {"id": call_id, "type": "function", "function": {
+                               "name": TRANSFER_TOOL, "arguments": json.dumps(args)}}]},
+                       {"role": "tool", "tool_call_id": call_id,
+                        "content": f"Transferred to {name}."}]
+            turn = await _handed_over(call.agent_id, name)
+        message = {"role": "assistant", "content": text}
+        yield result("message.completed", {"message": message, "file_ids": []}, usage)
+        yield result("run.completed", {"finish_reason": "stop"}, usage)
+    except ProviderError as exc:
+        code, _, error = str(exc).partition(": ")
+        if not code.startswith("model."):
+            code, error = "model.unavailable", str(exc)
+        yield result("run.failed", {"error": error, "code": code}, usage)
+
+
+def _transfer_target(turn: _Turn, calls: dict) -> tuple[str, dict] | None:
+    """The model's valid `transfer_to_agent` call, if it made one."""
+    allowed = {target["name"] for target in turn.targets}
+    for call_id, entry in calls.items():
+        if entry["name"] != TRANSFER_TOOL:
+            continue
+        try:
+            args = json.loads(entry["arguments"] or "{}")
+        except ValueError:
+            args = {}
+        if isinstance(args, dict) and args.get("agent_name") in allowed:
+            return call_id, args
+        logger.warning("transfer_to_agent with a target not offered: %r", entry["arguments"])
+    return None
