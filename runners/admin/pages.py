@@ -46,7 +46,10 @@ def playground(request):
               .order_by("project__name", "name"))
     runners = RunnerDescriptor.objects.none()
     if request.user.is_superuser:
-        runners = RunnerDescriptor.objects.filter(available=True).order_by("source", "id")
+        # Runners declared for platform events only take no chat messages.
+        runners = [runner for runner in
+                   RunnerDescriptor.objects.filter(available=True).order_by("source", "id")
+                   if "agent" in (runner.usages or ["agent"])]
     context = {
         **admin.site.each_context(request),
         "title": "Playground",

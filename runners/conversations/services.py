@@ -67,6 +67,7 @@ from runners.plugins.gateway import get_gateway, require_runner_sync
 logger = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 500
+MESSAGE_EVENT = "message.received"
 
 
 # --- who is asking --------------------------------------------------------------------------
@@ -239,18 +240,31 @@ def state_identity(agent: AgentInstance, conversation: Conversation | None = Non
     return StateIdentity(runner_id=binding.runner_id, binding_identity=binding.binding_id)
 
 
-def require_available(runner_id: str) -> None:
+def require_available(runner_id: str, event_type: str) -> None:
     try:
-        require_runner_sync(runner_id)
+        descriptor = require_runner_sync(runner_id)
     except registry.RunnerNotFound as exc:
         raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
+    require_usage(descriptor, event_type)
+
+
+def require_usage(descriptor, event_type: str) -> None:
+    """A message needs a runner declared for `agent` usage, any other event one declared for
+    `event` usage (the manifest's `usages`)."""
+    usage = "agent" if event_type == MESSAGE_EVENT else "event"
+    if usage not in (descriptor.usages or ["agent"]):
+        what = "messages" if usage == "agent" else f"'{event_type}' events"
+        raise InvalidInput(f"Runner '{descriptor.id}' is declared for {descriptor.usages} "
+                           f"usage; it does not take {what}.",
+                           field="input" if usage == "agent" else "event")
 
 
 def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
                       conversation_id: str | None = None, parts: list[Part] | None = None,
                       event_input: dict | None = None, event_id: str | None = None,
                       timeout: float | None = None, source: str = "api",
-                      artifact_url: str | None = None) -> PreparedRun:
+                      artifact_url: str | None = None, event_type: str = MESSAGE_EVENT,
+                      event_data: dict | None = None) -> PreparedRun:
     """Everything before an agent answers: who may, which agent of its tree, which runner.
 
     The input is either message `parts` (inline files saved as artifacts of the conversation)
@@ -263,7 +277,7 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
     ledger_conversation = conversation.conversation_id if conversation else None
     tree, node = answering_node(agent, ledger_conversation)
     binding = node_binding(agent, tree, node, ledger_conversation, timeout)
-    require_available(binding.runner_id)
+    require_available(binding.runner_id, event_type)
 
     invocation_id = new_invocation_id()
     if parts is not None:
@@ -273,7 +287,8 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
         event_id=scoped_event_id(caller, f"agent:{agent.pk}", event_id) or invocation_id,
         conversation_id=ledger_conversation, project_id=str(agent.project_id),
         agent_id=str(agent.pk), actor=caller.actor, input=event_input or {}, source=source,
-        data={"invocation_id": invocation_id, "agent_name": node.name},
+        event_type=event_type,
+        data={**(event_data or {}), "invocation_id": invocation_id, "agent_name": node.name},
     )
     return PreparedRun(event=event, binding=binding, agent=agent, agent_name=node.name,
                        conversation=conversation, client_event_id=event_id)
@@ -303,7 +318,8 @@ def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
                        binding_id: str | None = None, event_input: dict | None = None,
                        event_id: str | None = None, conversation_id: str | None = None,
                        timeout: float | None = None, source: str = "api",
-                       event_type: str | None = None, runner_config: dict | None = None,
+                       event_type: str | None = None, event_data: dict | None = None,
+                       runner_config: dict | None = None,
                        binding_prefix: str = "api") -> PreparedRun:
     """A run of a runner or a stored binding, named directly: superusers and the operator."""
     if not caller.is_superuser:
@@ -322,10 +338,13 @@ def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
         target = f"runner:{runner_id}"
     bindings.with_timeout(binding, timeout)
     try:
-        require_runner_sync(binding.runner_id)
+        descriptor = require_runner_sync(binding.runner_id)
     except registry.RunnerNotFound as exc:
         raise InvalidInput(str(exc), field="runner_id") from exc
+    require_usage(descriptor, event_type or MESSAGE_EVENT)
     fields = {"event_type": event_type} if event_type else {}
+    if event_data:
+        fields["data"] = event_data
     scoped = scoped_event_id(caller, target, event_id)
     if scoped:
         fields["event_id"] = scoped

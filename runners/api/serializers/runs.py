@@ -8,11 +8,29 @@ from ledger.models import AgentRun, AgentRunEvent
 from runners.models import RunnerDescriptor
 
 
+class PlatformEventSerializer(serializers.Serializer):
+    """A typed platform event for a runner declared for `event` usage."""
+
+    type = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", help_text="e.g. `group.member_joined`",
+        error_messages={"invalid": "Use 1-128 letters, digits, '.', '_', ':' or '-'."})
+    data = serializers.DictField(required=False, default=dict)
+
+    def validate_type(self, value):
+        if value == "message.received":
+            raise serializers.ValidationError("Send a message as `input`, not as an event.")
+        return value
+
+
 class RunRequestSerializer(serializers.Serializer):
     runner_id = serializers.CharField(max_length=255, required=False)
     agent_id = serializers.UUIDField(required=False)
     binding_id = serializers.CharField(max_length=255, required=False)
-    input = serializers.DictField(help_text="`{text, attachments?}`")
+    input = serializers.DictField(required=False, default=dict,
+                                  help_text="`{text, attachments?}`; a message")
+    event = PlatformEventSerializer(required=False,
+                                    help_text="`{type, data}`: a platform event instead of a "
+                                              "message")
     event_id = serializers.CharField(max_length=128, required=False)
     conversation_id = serializers.CharField(max_length=128, required=False)
     timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
@@ -33,6 +51,9 @@ class RunRequestSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 {"runner_id": ["Give exactly one of runner_id, agent_id or binding_id."]}
             )
+        if not attrs.get("input") and not attrs.get("event"):
+            raise serializers.ValidationError(
+                {"input": ["Give a message as input, or a platform event as event."]})
         return attrs
 
 

@@ -74,6 +74,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         caller = door.Caller(request.user)
         common = {"event_input": data["input"], "event_id": data.get("event_id"),
                   "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout")}
+        if data.get("event"):
+            common.update(event_type=data["event"]["type"], event_data=data["event"]["data"])
         if data.get("agent_id"):
             prepared = door.prepare_agent_run(caller, agent_id=data["agent_id"], **common)
         else:
