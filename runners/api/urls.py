@@ -4,8 +4,10 @@ from langhost.api import OptionalSlashRouter
 from runners.api.langbot import views as langbot_views
 from runners.api.views import catalogue as views
 from runners.api.views import conversations as conversation_views
+from runners.api.views import plugin_tools as tool_views
 from runners.api.views import providers as provider_views
 from runners.api.views import runs as run_views
+from runners.api.views import tools as mcp_views
 
 router = OptionalSlashRouter()
 router.register("agent-types", views.AgentTypeViewSet, basename="agent-type")
@@ -20,8 +22,10 @@ router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/artifacts",
                 conversation_views.ArtifactViewSet, basename="conversation-artifact")
 router.register("runs", run_views.RunViewSet, basename="run")
 router.register("runners", run_views.RunnerViewSet, basename="runner")
+router.register("tools", tool_views.ToolViewSet, basename="tool")
 router.register("model-providers", provider_views.ModelProviderViewSet, basename="model-provider")
 router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
+router.register("mcp-servers", mcp_views.McpServerViewSet, basename="mcp-server")
 
 # The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
 langbot_urlpatterns = [

@@ -16,11 +16,15 @@ from runners.models.catalogue import (
     InvalidTransition,
     SubAgent,
 )
+from runners.models.plugin_tools import ToolDescriptor
 from runners.models.plugins import PluginInstallation, PluginStorage, RunnerDescriptor
 from runners.models.providers import LLMModel, ModelProvider
+from runners.models.tools import McpServer
 
 __all__ = [
     "DEFAULT_RUNNER_ID", "LLM_AGENT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
     "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
+    "ToolDescriptor",
+    "McpServer",
 ]

@@ -22,10 +22,11 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 
-from runners.execution import liveness, registry
+from runners.execution import liveness, registry, tool_registry
 from runners.execution.process import host_process
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins.host import DjangoHost, installation_for_sync
+from runners.plugins.requirements import install_requirements
 from runners.plugins.runtime.link import RuntimeLink
 from runners.plugins.worker import ChannelGateway
 
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 DISCOVERY_POLL_SECONDS = 0.25
 DISCOVERY_TIMEOUT_SECONDS = 15.0
 REFRESH_INTERVAL_SECONDS = 30.0
+TOOL_CALL_TIMEOUT_SECONDS = 180.0  # what the runtime itself allows a plugin's tool
 
 
 @runtime_checkable
@@ -79,29 +81,39 @@ def read_manifest(folder: Path) -> dict | None:
     return metadata
 
 
-def prepare_runtime_dir(plugins_dir: Path, runtime_dir: Path) -> None:
-    """The runtime loads `./data/plugins/` from its cwd: point that at the plugins dir."""
+def plugin_folders(plugins_dir: Path) -> list[tuple[Path, dict]]:
+    """`(folder, manifest metadata)` of every plugin folder, in name order."""
+    if not plugins_dir.exists():
+        return []
+    folders = sorted(p for p in plugins_dir.iterdir() if p.is_dir())
+    return [(folder, metadata) for folder in folders if (metadata := read_manifest(folder))]
+
+
+def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:
+    """The runtime loads every folder of `./data/plugins/` in its cwd: link exactly these."""
     target = runtime_dir / "data" / "plugins"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    plugins_dir.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink():
-        if target.resolve() == plugins_dir.resolve():
-            return
+    if target.is_symlink():  # the whole plugins dir, as LangHost used to link it
         target.unlink()
     elif target.exists():
         shutil.rmtree(target)
-    target.symlink_to(plugins_dir.resolve(), target_is_directory=True)
+    target.mkdir(parents=True)
+    for folder in folders:
+        (target / folder.name).symlink_to(folder.resolve(), target_is_directory=True)
 
 
 def sync_installations_sync(plugins_dir: Path, instance: str) -> list[PluginInstallation]:
     """One installation row per plugin folder (new folders start enabled)."""
-    rows = []
-    for folder in sorted(p for p in plugins_dir.iterdir() if p.is_dir()) if plugins_dir.exists() else []:
-        metadata = read_manifest(folder)
-        if metadata:
-            rows.append(installation_for_sync(instance, metadata["author"], metadata["name"],
-                                              str(metadata.get("version") or "")))
-    return rows
+    return [installation_for_sync(instance, metadata["author"], metadata["name"],
+                                  str(metadata.get("version") or ""))
+            for _, metadata in plugin_folders(plugins_dir)]
+
+
+def record_dependency_errors_sync(errors: dict[str, str]) -> None:
+    """Plugins whose requirements failed to install are `failed` with pip's error."""
+    for installation in PluginInstallation.objects.all():
+        if installation.plugin_id in errors:
+            installation.status, installation.last_error = "failed", errors[installation.plugin_id]
+            installation.save(update_fields=["status", "last_error", "updated_at"])
 
 
 class LocalGateway:
@@ -114,7 +126,8 @@ class LocalGateway:
         self.instance_id = instance or instance_id()
         url = url if url is not None else settings.LANGHOST_RUNTIME_URL
         token = token if token is not None else settings.LANGHOST_RUNTIME_TOKEN
-        link_args = {"url": url, "token": token} if url else {"runtime_dir": self.runtime_dir}
+        link_args = {"url": url, "token": token} if url else {
+            "runtime_dir": self.runtime_dir, "before_spawn": self._prepare_plugins}
         self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
                                 on_state_change=self._on_state_change, **link_args)
         self.plugins: list[dict] = []
@@ -126,6 +139,9 @@ class LocalGateway:
         # Plugins this gateway's discovery saw fail to load: later discoveries do not wait
         # for them (else every rediscovery, and every run waiting on one, sits out the timeout).
         self._failed_plugins: set[str] = set()
+        # `{"author/name": pip's error}` of plugins kept from the runtime (stdio mode only: a
+        # runtime of its own (ws) installs its plugins' requirements itself).
+        self._dependency_errors: dict[str, str] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -134,9 +150,6 @@ class LocalGateway:
             return
         self._started = True
         await sync_to_async(sync_installations_sync)(self.plugins_dir, self.instance_id)
-        if self.link.mode == "stdio":
-            self.runtime_dir.mkdir(parents=True, exist_ok=True)
-            prepare_runtime_dir(self.plugins_dir, self.runtime_dir)
         await self.link.start()
         self._spawn(self._refresh_forever())
         self._spawn(liveness.reap_forever())  # the runtime's owner fails runs that died
@@ -152,6 +165,23 @@ class LocalGateway:
             await asyncio.wait(pending, timeout=0.5)
         await self.link.stop()
         self._started = self._stopping = False
+
+    async def _prepare_plugins(self) -> None:
+        """Before each runtime start: install the plugins' requirements, then hand the runtime
+        the folders whose requirements are met (as LangBot does, a failed one is not loaded)."""
+        self.plugins_dir.mkdir(parents=True, exist_ok=True)
+        folders = await asyncio.to_thread(plugin_folders, self.plugins_dir)
+        markers = Path(settings.DATA_DIR) / "plugin-requirements"
+        errors = {}
+        for folder, metadata in folders:
+            # One at a time: concurrent pip runs into one environment can break each other.
+            if error := await install_requirements(folder, markers):
+                errors[f"{metadata['author']}/{metadata['name']}"] = error
+        self._dependency_errors = errors
+        await sync_to_async(record_dependency_errors_sync)(errors)
+        loaded = [folder for folder, metadata in folders
+                  if f"{metadata['author']}/{metadata['name']}" not in errors]
+        await asyncio.to_thread(prepare_runtime_dir, self.runtime_dir, loaded)
 
     def _spawn(self, coro) -> None:
         # A fresh context: a task spawned from a request (admin -> async_to_sync) would
@@ -169,11 +199,13 @@ class LocalGateway:
             self._spawn(self.discover())
         elif state == "down":
             self._spawn(registry.mark_plugins_unavailable())
+            self._spawn(tool_registry.mark_tools_unavailable())
 
     # --- discovery -------------------------------------------------------------------------
 
     async def discover(self, timeout: float = DISCOVERY_TIMEOUT_SECONDS) -> list[RunnerDescriptor]:
-        """Poll `list_runners` until the answer stops changing, then store it.
+        """Poll `list_plugins` until every enabled plugin loaded, then store its runners and
+        tools.
 
         The runtime never says it is ready, and plugins register one by one after connect.
         """
@@ -183,23 +215,24 @@ class LocalGateway:
             loop = asyncio.get_running_loop()
             give_up = loop.time() + timeout
             expected = await sync_to_async(self._expected_plugins)()
-            previous, stable = None, 0
             while True:
-                runners = await self.link.list_runners()
-                ids = sorted(self._runner_id(raw) for raw in runners)
-                stable = stable + 1 if ids == previous else 0
-                previous = ids
-                listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
-                # Every enabled plugin folder listed, confirmed by one more poll. A plugin whose
-                # process the runtime saw die is not waited for (the runtime keeps retrying it;
-                # later discoveries list it if it recovers); one that never registers and never
-                # dies visibly (e.g. ws mode: no runtime log) holds discovery until the timeout.
-                waiting_for = expected - self.link.exited_plugins
-                if (waiting_for <= listed and stable >= 1) or loop.time() > give_up:
+                plugins = await self.link.list_plugins()
+                # A plugin the runtime lists initialized has its runners and tools listed from
+                # then on, whether it has any or not. A plugin whose process the runtime saw
+                # die is not waited for (the runtime keeps retrying it; later discoveries list
+                # it if it recovers); one that never registers and never dies visibly (e.g. ws
+                # mode: no runtime log) holds discovery until the timeout.
+                loaded = {_plugin_id(plugin) for plugin in plugins
+                          if plugin.get("status") == "initialized"}
+                if expected - self.link.exited_plugins <= loaded or loop.time() > give_up:
                     break
                 await asyncio.sleep(DISCOVERY_POLL_SECONDS)
-            self.plugins = await self.link.list_plugins()
+            runners = await self.link.list_runners()
+            tools = await self.link.list_tools()
+            self.plugins = plugins
+            listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
             stored = await registry.store_discovered(runners)
+            await tool_registry.store_discovered_tools(tools)
             await sync_to_async(self._record_plugin_status)(listed)
             self._settled.set()
             return stored
@@ -207,7 +240,8 @@ class LocalGateway:
     def _expected_plugins(self) -> set[str]:
         """Enabled plugins whose folders exist: discovery waits for them (up to its timeout)."""
         rows = sync_installations_sync(self.plugins_dir, self.instance_id)
-        return {row.plugin_id for row in rows if row.enabled} - self._failed_plugins
+        return ({row.plugin_id for row in rows if row.enabled} - self._failed_plugins
+                - self._dependency_errors.keys())
 
     def _record_plugin_status(self, listed: set[str]) -> None:
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
@@ -218,6 +252,9 @@ class LocalGateway:
                 plugin = by_id.get(installation.plugin_id)
                 if not installation.enabled:
                     status, error = "disabled", ""
+                elif installation.plugin_id in self._dependency_errors:
+                    status, error = "failed", self._dependency_errors[installation.plugin_id]
+                    failed.add(installation.plugin_id)
                 elif plugin is not None:
                     status = plugin.get("status") or "listed"
                     error = "" if installation.plugin_id in listed or status == "initialized" else (
@@ -233,10 +270,6 @@ class LocalGateway:
                     installation.save(update_fields=["status", "last_error", "updated_at"])
         self._failed_plugins = failed
 
-    @staticmethod
-    def _runner_id(raw: dict) -> str:
-        return f"plugin:{raw['plugin_author']}/{raw['plugin_name']}/{raw['runner_name']}"
-
     async def _refresh_forever(self) -> None:
         while True:
             await asyncio.sleep(REFRESH_INTERVAL_SECONDS)
@@ -249,21 +282,32 @@ class LocalGateway:
 
     # --- runs ------------------------------------------------------------------------------
 
-    async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
+    async def _wait_settled(self) -> None:
+        """A runtime that just (re)connected lists its plugins only once they registered again."""
         await self.start()
-        # A runtime that just (re)connected lists its plugins only once they registered again.
         try:
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
                 await self._settled.wait()
         except TimeoutError:
-            raise RuntimeError(f"the runtime's runners did not settle within "
+            raise RuntimeError(f"the runtime's plugins did not settle within "
                                f"{DISCOVERY_TIMEOUT_SECONDS:.0f}s ({self.link.state}: "
                                f"{self.link.state_reason})") from None
+
+    async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
+        await self._wait_settled()
         stream = self.link.run_runner(descriptor.plugin_author, descriptor.plugin_name,
                                       descriptor.runner_name, context, item_timeout)
         async with aclosing(stream):
             async for item in stream:
                 yield item
+
+    async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
+                        parameters: dict, timeout: float = TOOL_CALL_TIMEOUT_SECONDS):
+        """The plugin tool's response. Raises `ToolNotFound` (the runtime has no such tool
+        loaded) or `RuntimeLinkError` (the tool failed, timed out, or the link did)."""
+        await self._wait_settled()
+        return await self.link.call_tool(plugin_author, plugin_name, tool_name, parameters,
+                                         timeout)
 
     async def restart_plugin(self, author: str, name: str) -> None:
         # The relaunch and the rediscovery after it run in the background (kept, and stopped

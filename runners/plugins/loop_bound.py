@@ -54,6 +54,9 @@ class LoopBoundGateway:
     async def restart_plugin(self, author: str, name: str) -> None:
         await self._call(self.gateway.restart_plugin(author, name))
 
+    async def call_tool(self, *args, **kwargs):
+        return await self._call(self.gateway.call_tool(*args, **kwargs))
+
     def run_runner(self, descriptor: "RunnerDescriptor", context: dict,
                    item_timeout: float) -> AsyncIterator[dict]:
         def open_stream():

@@ -1,4 +1,5 @@
-"""Provider API keys at rest: Fernet-encrypted with a key derived from `SECRET_KEY`.
+"""Secrets at rest (provider API keys, MCP servers' env and headers): Fernet-encrypted with a
+key derived from `SECRET_KEY` and a label of their kind.
 
 Keys are never logged and never leave this module except to the SDK client of a call.
 Changing `SECRET_KEY` makes stored keys unreadable: set them again (or use `api_key_env`).
@@ -19,13 +20,27 @@ _INFO = b"langhost.model-provider.api-key"
 
 
 class UnreadableKey(Exception):
-    """The stored key was encrypted under another SECRET_KEY."""
+    """The stored key (or secret) was encrypted under another SECRET_KEY."""
 
 
-def _fernet() -> Fernet:
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+def _fernet(info: bytes = _INFO) -> Fernet:
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(
         settings.SECRET_KEY.encode())
     return Fernet(base64.urlsafe_b64encode(derived))
+
+
+def encrypt(plaintext: str, label: bytes) -> str:
+    """`plaintext` encrypted under the key for secrets of kind `label`."""
+    return _fernet(label).encrypt(plaintext.encode()).decode()
+
+
+def decrypt(token: str, label: bytes) -> str:
+    """The plaintext of `encrypt(plaintext, label)`; `UnreadableKey` if SECRET_KEY changed."""
+    try:
+        return _fernet(label).decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise UnreadableKey("A stored secret cannot be decrypted (SECRET_KEY changed?); "
+                            "set it again.") from None
 
 
 def set_api_key(provider: ModelProvider, plaintext: str) -> None:

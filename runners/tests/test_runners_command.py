@@ -42,7 +42,7 @@ def test_runners_refresh_lists_echo_runner_within_10s_in_stdio_mode(tmp_path):
     output, seconds = refresh(env)
 
     assert seconds < scaled(10), output
-    assert (tmp_path / "data" / "runtime" / "data" / "plugins").is_symlink()
+    assert (tmp_path / "data" / "runtime" / "data" / "plugins" / "e2e__agent-runner-qa").is_symlink()
 
 
 @pytest.fixture

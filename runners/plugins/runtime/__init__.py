@@ -11,6 +11,7 @@ from runners.plugins.runtime.link import (
     LinkNotReady,
     RuntimeLink,
     RuntimeLinkError,
+    ToolNotFound,
     item_timeout_for,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "LinkNotReady",
     "RuntimeLink",
     "RuntimeLinkError",
+    "ToolNotFound",
     "item_timeout_for",
     "plugin_installation_uuid",
 ]

@@ -23,14 +23,20 @@ from langbot_plugin.entities.io.context import (
 
 _NAMESPACE = uuid.UUID("6f2a6d4e-1c39-5b8e-9a61-3e0c1f6b2d47")
 
-# The five limits RuntimeConfig requires. oss_dev applies no rlimits; the
-# values only size the worker cap (min of 16 workers, 8 cpus / 1, 8192 MB / 1024).
+# The five limits RuntimeConfig requires, and the three totals that size the runtime's cap on
+# plugin processes: min(max_workers, max_total_cpus / max_cpus, max_total_memory_mb /
+# max_memory_mb), 8 by their defaults, beyond which it skips a plugin ("Plugin worker capacity
+# reached"). oss_dev applies no rlimits, so the totals only raise that cap.
+MAX_PLUGIN_PROCESSES = 256
 DEFAULT_WORKER_POLICY: dict[str, Any] = {
     "max_cpus": 1.0,
     "max_memory_mb": 1024,
     "max_pids": 256,
     "max_open_files": 1024,
     "max_file_size_mb": 100,
+    "max_workers": MAX_PLUGIN_PROCESSES,
+    "max_total_cpus": float(MAX_PLUGIN_PROCESSES),
+    "max_total_memory_mb": 1024 * MAX_PLUGIN_PROCESSES,
 }
 
 

@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from langbot_plugin.entities.io.actions.enums import CommonAction, LangBotToRuntimeAction
@@ -61,6 +61,8 @@ DEFAULT_ITEM_TIMEOUT = 300.0
 STABLE_SESSION_SECONDS = 10.0
 
 StateCallback = Callable[[str, str | None], None]
+# The session a tool call names (the SDK's Session: a plugin's tool may read it).
+TOOL_SESSION = {"launcher_type": "person", "launcher_id": "langhost", "sender_id": "langhost"}
 
 
 class RuntimeLinkError(Exception):
@@ -73,6 +75,10 @@ class LinkNotReady(RuntimeLinkError):
 
 class LinkLost(RuntimeLinkError):
     """The connection died while the call was in flight."""
+
+
+class ToolNotFound(RuntimeLinkError):
+    """The runtime lists no such tool for that plugin (not loaded, or no such component)."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -110,6 +116,7 @@ class RuntimeLink:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         on_state_change: StateCallback | None = None,
+        before_spawn: Callable[[], Awaitable[None]] | None = None,
     ):
         if (runtime_dir is None) == (url is None):
             raise ValueError("give exactly one of runtime_dir (stdio) or url (ws)")
@@ -129,6 +136,8 @@ class RuntimeLink:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.on_state_change = on_state_change
+        # stdio: awaited before every runtime start (the gateway readies the plugins dir).
+        self.before_spawn = before_spawn
 
         self.state = "down"
         self.state_reason: str | None = "not started"
@@ -240,6 +249,8 @@ class RuntimeLink:
 
     async def _stdio_session(self) -> None:
         self.exited_plugins = set()
+        if self.before_spawn is not None:
+            await self.before_spawn()
         process = await spawn_runtime(self.runtime_dir, free_port())
         self.pid = process.pid
         reading_log = asyncio.create_task(self._read_log(process.stderr))
@@ -380,12 +391,22 @@ class RuntimeLink:
             raise LinkNotReady(f"runtime link is {self.state} ({self.state_reason})")
         return handler
 
-    async def _call(self, action: LangBotToRuntimeAction, data: dict[str, Any], timeout: float):
+    async def _call(
+        self,
+        action: LangBotToRuntimeAction,
+        data: dict[str, Any],
+        timeout: float,
+        cancel_peer: bool = False,
+    ):
         handler = self._ready_handler()
         async with self._slots:
             try:
                 return await handler.call_action(
-                    action, data, timeout=timeout, action_context=self._binding
+                    action,
+                    data,
+                    timeout=timeout,
+                    action_context=self._binding,
+                    cancel_peer_on_cancel=cancel_peer,
                 )
             except ConnectionClosedError as exc:
                 raise LinkLost(f"runtime connection lost during {action.value}: {exc}") from exc
@@ -422,6 +443,38 @@ class RuntimeLink:
 
     async def list_plugins(self) -> list[dict[str, Any]]:
         return (await self._call(LangBotToRuntimeAction.LIST_PLUGINS, {}, 15.0))["plugins"]
+
+    async def list_tools(self, include_plugins: list[str] | None = None) -> list[dict[str, Any]]:
+        """Tool component manifests (``owner`` is "author/name") of the registered plugins."""
+        data = {} if include_plugins is None else {"include_plugins": include_plugins}
+        return (await self._call(LangBotToRuntimeAction.LIST_TOOLS, data, 15.0))["tools"]
+
+    async def call_tool(
+        self,
+        plugin_author: str,
+        plugin_name: str,
+        tool_name: str,
+        parameters: dict[str, Any],
+        timeout: float,
+    ) -> Any:
+        """The tool's response. Raises ``ToolNotFound``, or ``RuntimeLinkError`` with the
+        tool's own error; past ``timeout`` (or when cancelled) the runtime is told to cancel.
+        """
+        plugin = f"{plugin_author}/{plugin_name}"
+        # The runtime answers an unknown tool with an empty response, like a tool that
+        # returned nothing: ask it first whether the plugin has the tool.
+        listed = await self.list_tools([plugin])
+        if not any(tool["manifest"]["metadata"]["name"] == tool_name for tool in listed):
+            raise ToolNotFound(f"plugin {plugin} has no tool '{tool_name}' loaded")
+        data = {
+            "tool_name": tool_name,
+            "tool_parameters": parameters,
+            "session": TOOL_SESSION,
+            "query_id": 0,
+            "include_plugins": [plugin],
+        }
+        answer = await self._call(LangBotToRuntimeAction.CALL_TOOL, data, timeout, cancel_peer=True)
+        return answer["tool_response"]
 
     async def restart_plugin(self, plugin_author: str, plugin_name: str) -> list[dict[str, Any]]:
         """Relaunch one plugin (it asks get_plugin_settings again); returns the progress items.

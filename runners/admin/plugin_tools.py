@@ -1,0 +1,42 @@
+from django.contrib import admin
+
+from ledger.admin import pretty
+from runners.models import ToolDescriptor
+
+
+@admin.register(ToolDescriptor)
+class ToolDescriptorAdmin(admin.ModelAdmin):
+    """Plugin tools the runtime listed. Discovery writes these; nobody edits them."""
+
+    list_display = ["id", "name", "plugin_identity", "available", "last_seen_at"]
+    list_filter = ["available", "plugin_author", "plugin_name"]
+    search_fields = ["id", "name", "plugin_name", "plugin_author", "description"]
+    fields = ["id", "name", "plugin_author", "plugin_name", "available", "last_seen_at",
+              "label_text", "description", "parameter_schema", "manifest"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="plugin")
+    def plugin_identity(self, obj):
+        return obj.plugin_identity
+
+    @admin.display(description="label")
+    def label_text(self, obj):
+        label = obj.label or {}
+        return label.get("en_US") or next(iter(label.values()), "") or obj.name
+
+    @admin.display(description="parameters (JSON schema)")
+    def parameter_schema(self, obj):
+        return pretty(obj.parameters)
+
+    @admin.display(description="manifest")
+    def manifest(self, obj):
+        return pretty(obj.raw_manifest)

@@ -1,0 +1,152 @@
+"""Plugins load as they do in LangBot: requirements installed first (a failure shown on the
+installation), discovery waits for no runner a plugin does not have, and more plugins than
+the runtime's default process cap all load."""
+
+import shutil
+import time
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from runners.models import PluginInstallation, RunnerDescriptor, ToolDescriptor
+from runners.plugins import requirements
+from runners.plugins.gateway import LocalGateway
+from runners.tests.conftest import FIXTURE_PLUGINS, plugins_dir_with
+from tests.timing import scaled
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def gateway(tools_gateway):
+    await tools_gateway.discover(scaled(30))  # every test starts from an emptied database
+    return tools_gateway
+
+
+async def installation(name: str) -> PluginInstallation:
+    return await PluginInstallation.objects.aget(author="e2e", name=name)
+
+
+# --- requirements.txt -----------------------------------------------------------------------
+
+async def test_requirements_are_installed_before_the_plugin_loads(gateway):
+    # The plugin imports pyjokes at load and in its tool: both work in its process.
+    answer = await gateway.call_tool("e2e", "needs-pyjokes", "joke", {}, scaled(10))
+
+    assert answer["package"] == "pyjokes" and answer["joke"]
+    assert ((await installation("needs-pyjokes")).status,
+            (await installation("needs-pyjokes")).last_error) == ("initialized", "")
+
+
+async def test_an_uninstallable_requirement_fails_its_plugin_with_pips_error(gateway):
+    failed = await installation("needs-missing-package")
+
+    assert failed.status == "failed"
+    assert "langhost-e2e-no-such-package" in failed.last_error
+    assert "No matching distribution" in failed.last_error
+    # Kept from the runtime; the others loaded.
+    assert "e2e/needs-missing-package" not in {_plugin(p) for p in gateway.plugins}
+    assert (await installation("tools-demo")).status == "initialized"
+    assert (await RunnerDescriptor.objects.aget(pk="plugin:e2e/tools-demo/default")).available
+
+
+def _plugin(listed: dict) -> str:
+    metadata = listed["manifest"]["manifest"]["metadata"]
+    return f"{metadata['author']}/{metadata['name']}"
+
+
+async def test_discovery_does_not_wait_for_runners_a_plugin_does_not_have(gateway):
+    # needs-pyjokes has a tool and no runner: it is loaded once the runtime lists it.
+    started = time.monotonic()
+    await gateway.discover(scaled(10))
+
+    assert time.monotonic() - started < scaled(2)
+    assert (await installation("needs-pyjokes")).status == "initialized"
+
+
+@pytest.fixture
+def fake_pip(monkeypatch):
+    """Stands in for pip: records each requirements file it is asked to install."""
+    calls = []
+
+    async def pip_install(path, timeout):
+        calls.append(path.read_text())
+        if "bad" in calls[-1]:
+            return 1, "ERROR: No matching distribution found for nothing"
+        return 0, "Successfully installed"
+
+    monkeypatch.setattr(requirements, "_pip_install", pip_install)
+    return calls
+
+
+async def test_a_requirements_file_is_installed_once(tmp_path, fake_pip):
+    plugin, markers = tmp_path / "plugin", tmp_path / "markers"
+    plugin.mkdir()
+    (plugin / "requirements.txt").write_text("good==1\n")
+
+    assert await requirements.install_requirements(plugin, markers) is None
+    assert await requirements.install_requirements(plugin, markers) is None
+    (plugin / "requirements.txt").write_text("good==2\n")  # changed: installed again
+    assert await requirements.install_requirements(plugin, markers) is None
+
+    assert fake_pip == ["good==1\n", "good==2\n"]
+
+
+async def test_a_failed_install_is_tried_again_and_answers_pips_error(tmp_path, fake_pip):
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "requirements.txt").write_text("bad\n")
+
+    for _ in range(2):
+        error = await requirements.install_requirements(plugin, tmp_path / "markers")
+        assert error == "ERROR: No matching distribution found for nothing"
+
+    assert len(fake_pip) == 2
+
+
+async def test_a_plugin_without_requirements_needs_no_pip(tmp_path, fake_pip):
+    assert await requirements.install_requirements(tmp_path, tmp_path / "markers") is None
+    assert fake_pip == []
+
+
+async def test_pip_is_stopped_at_its_timeout(tmp_path):
+    (tmp_path / "requirements.txt").write_text("pyjokes==0.8.3\n")
+
+    code, output = await requirements._pip_install(tmp_path / "requirements.txt", 0.05)
+
+    assert (code, output) == (124, "pip install did not finish within 0s")
+
+
+# --- more plugins than the runtime's default cap (8 processes) ------------------------------
+
+PLUGIN_COPIES = 12
+
+
+def copies_of_tools_demo(tmp_path, count: int):
+    """`count` copies of the tools-demo fixture, each a plugin of its own name."""
+    plugins = plugins_dir_with(tmp_path)
+    for n in range(1, count + 1):
+        folder = plugins / f"e2e__tools-demo-{n:02}"
+        shutil.copytree(FIXTURE_PLUGINS / "e2e__tools-demo", folder)
+        manifest = yaml.safe_load((folder / "manifest.yaml").read_text())
+        manifest["metadata"]["name"] = f"tools-demo-{n:02}"
+        (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest))
+    return plugins
+
+
+async def test_twelve_plugins_all_load_with_their_runners_and_tools(tmp_path):
+    gateway = LocalGateway(plugins_dir=copies_of_tools_demo(tmp_path, PLUGIN_COPIES),
+                           runtime_dir=tmp_path / "runtime", url="", instance="twelve")
+    started = time.monotonic()
+    try:
+        await gateway.start()
+        runners = await gateway.discover(scaled(20))
+        seconds = time.monotonic() - started
+    finally:
+        await gateway.stop()
+
+    assert seconds < scaled(20)
+    assert len(runners) == PLUGIN_COPIES
+    assert await ToolDescriptor.objects.filter(available=True).acount() == 2 * PLUGIN_COPIES
+    assert await PluginInstallation.objects.filter(status="initialized").acount() == PLUGIN_COPIES
