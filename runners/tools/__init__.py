@@ -1,0 +1,1 @@
+"""Tools agents call outside LangHost: MCP servers (`mcp`)."""

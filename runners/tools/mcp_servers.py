@@ -1,0 +1,96 @@
+"""MCP servers as stored: their write-only env and headers, and their tools cache.
+
+Env values and header values are secrets (tokens, API keys): kept encrypted like providers'
+API keys, answered only by name. Nothing here loads the `mcp` SDK until tools are listed.
+"""
+
+import json
+import re
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from runners.models import McpServer
+from runners.providers.secrets import UnreadableKey, decrypt, encrypt
+from runners.tools.errors import ToolError
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+
+# One label per kind of secret keeps their keys apart.
+_ENV = b"langhost.mcp-server.env"
+_HEADERS = b"langhost.mcp-server.headers"
+
+
+def _seal(values: dict[str, str], label: bytes) -> str:
+    return encrypt(json.dumps(values), label) if values else ""
+
+
+def _open(token: str, label: bytes) -> dict[str, str]:
+    return json.loads(decrypt(token, label)) if token else {}
+
+
+def set_env(server: McpServer, env: dict[str, str]) -> None:
+    """Replace the server's environment variables (the caller saves it); `{}` removes them."""
+    server.env_encrypted = _seal(env, _ENV)
+
+
+def set_headers(server: McpServer, headers: dict[str, str]) -> None:
+    """Replace the server's HTTP headers (the caller saves it); `{}` removes them."""
+    server.headers_encrypted = _seal(headers, _HEADERS)
+
+
+def env(server: McpServer) -> dict[str, str]:
+    """The server's environment variables, values included: for its process only."""
+    try:
+        return _open(server.env_encrypted, _ENV)
+    except UnreadableKey:
+        raise ToolError(f"The env stored for MCP server '{server.name}' cannot be decrypted "
+                        "(SECRET_KEY changed?); set it again.") from None
+
+
+def headers(server: McpServer) -> dict[str, str]:
+    """The server's HTTP headers, values included: for its requests only."""
+    try:
+        return _open(server.headers_encrypted, _HEADERS)
+    except UnreadableKey:
+        raise ToolError(f"The headers stored for MCP server '{server.name}' cannot be "
+                        "decrypted (SECRET_KEY changed?); set them again.") from None
+
+
+def _names(read, server: McpServer) -> list[str]:
+    try:
+        return sorted(read(server))
+    except ToolError:  # unreadable: nothing to show, the next connection says why
+        return []
+
+
+def env_names(server: McpServer) -> list[str]:
+    return _names(env, server)
+
+
+def header_names(server: McpServer) -> list[str]:
+    return _names(headers, server)
+
+
+async def refresh_tools(server: McpServer) -> dict:
+    """List the server's tools now and keep them (or the error) on it.
+
+    Returns `{"ok": True, "tools": [...]}` or `{"ok": False, "error": "..."}`.
+    """
+    from runners.tools import mcp  # the SDK loads on first use, not at start
+
+    try:
+        tools = await mcp.list_tools(server, refresh=True)
+    except ToolError as exc:
+        server.last_error = str(exc)
+        await server.asave(update_fields=["last_error"])
+        return {"ok": False, "error": server.last_error}
+    server.tools, server.tools_refreshed_at, server.last_error = tools, timezone.now(), ""
+    await server.asave(update_fields=["tools", "tools_refreshed_at", "last_error"])
+    return {"ok": True, "tools": tools}
+
+
+def refresh_tools_sync(server: McpServer) -> dict:
+    """`refresh_tools` from sync code (a view, the admin)."""
+    return async_to_sync(refresh_tools)(server)
