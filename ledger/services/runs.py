@@ -90,9 +90,9 @@ class ResultWrite:
     metadata: dict | None = None
     state: StateWrite | None = None
     transcript: dict | None = None
-    # (status, reason, usage, may_have_steering): this result ends the run, in the same
-    # transaction.
-    finish: tuple[str, str, dict | None, bool] | None = None
+    # (status, reason, usage, may_have_steering, may_have_model_calls): this result ends the
+    # run, in the same transaction.
+    finish: tuple[str, str, dict | None, bool, bool] | None = None
 
 
 @sync_to_async
@@ -128,14 +128,15 @@ _TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))
 
 
 def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
-                 may_have_steering: bool = True) -> tuple[str, str]:
+                 may_have_steering: bool = True,
+                 may_have_model_calls: bool = True) -> tuple[str, str]:
     if status not in TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
     now = timezone.now()
     fields = {"status": status, "status_reason": reason[:10_000], "finished_at": now,
               "updated_at": now, "lease_expires_at": None}
-    if usage is None:  # the runner reported none: what its model calls spent, if any
-        usage = run_usage(run_id)
+    if usage is None and may_have_model_calls:  # the runner reported none: what its model
+        usage = run_usage(run_id)               # calls spent, if any
     if usage is not None:
         fields["usage_json"] = usage
     updated = update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
@@ -151,13 +152,15 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
 
 @sync_to_async
 def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None,
-               may_have_steering: bool = True) -> tuple[str, str]:
+               may_have_steering: bool = True,
+               may_have_model_calls: bool = True) -> tuple[str, str]:
     """Move a run to a terminal status once; leftover steering items are marked dropped.
 
     Returns the run's (status, status_reason): a run that had already ended keeps its own.
     """
     with transaction.atomic():
-        return _finish_sync(run_id, status, reason, usage, may_have_steering)
+        return _finish_sync(run_id, status, reason, usage, may_have_steering,
+                            may_have_model_calls)
 
 
 def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:

@@ -105,6 +105,8 @@ class RunState:
     # The text of the run's deltas so far: the reply of a runner that sends no message.
     delta_text: str = ""
     replied: bool = False
+    # Only a run granted models can have model calls to sum into its usage at the end.
+    calls_models: bool = True
     journal: Journal | None = None
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     # (status, reason) once the run must stop (cancelled, deadline); the wait for the runner's
@@ -172,6 +174,7 @@ class Orchestrator:
             return
         state = RunState(run_id=run_id, event=event, binding=binding, descriptor=descriptor,
                          scopes=scopes, deadline=deadline, agent_name=agent_name,
+                         calls_models=bool(models.models),
                          journal=Journal(run_id, lambda frame: self._publish(run_id, frame)))
         process.run_started(run_id, state)
         try:
@@ -426,7 +429,8 @@ class Orchestrator:
             ledger.ResultWrite(
                 sequence=state.ledger_sequence, type=type_, data=data, usage=usage,
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
-                finish=(state.status, state.reason, state.usage, state.steers) if finish else None),
+                finish=(state.status, state.reason, state.usage, state.steers,
+                        state.calls_models) if finish else None),
             {**message.as_dict(), "source": source},
         )
         return message
@@ -448,7 +452,8 @@ class Orchestrator:
             logger.exception("run %s: writing its results failed", state.run_id)
             ended, status, reason = None, RunStatus.FAILED, f"ledger write failed: {exc}"
         if ended is None:
-            ended = await ledger.finish_run(state.run_id, status, reason, state.usage, state.steers)
+            ended = await ledger.finish_run(state.run_id, status, reason, state.usage,
+                                            state.steers, state.calls_models)
         await self._published_end(state, *ended)
 
     async def _published_end(self, state: RunState, status: str, reason: str) -> None:
