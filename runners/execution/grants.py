@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from runners.execution.protocol import AgentBinding
 from runners.models import LLMModel, RunnerDescriptor
+from runners.providers.lookup import load_models
 
 LLM_OPERATIONS = ("invoke", "stream", "count_tokens")
 SELECTOR_TYPES = {"llm-model-selector", "select-llm-model", "model-fallback-selector"}
@@ -83,8 +84,12 @@ async def model_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> M
         return NO_GRANTS
     ids = [key for key in keys if as_model_id(key)]
     found = {}
-    async for model in LLMModel.objects.filter(Q(name__in=keys) | Q(pk__in=ids),
-                                               is_active=True).select_related("provider"):
+    if ids:
+        selected = [model async for model in LLMModel.objects.filter(
+            Q(name__in=keys) | Q(pk__in=ids), is_active=True).select_related("provider")]
+    else:  # names only, the usual case: read through the models cache of every LLM run
+        selected = await load_models(keys)
+    for model in selected:
         found[model.name] = found[str(model.pk)] = model
     models = {}  # pk -> model, in selection order, once each
     for key in keys:
