@@ -1,9 +1,9 @@
 """Agent-tree routing: which agent of a tree answers the next message.
 
-Pure functions over a tree value and a conversation history, following the ADK Go runner
-(`../shared/docs/agent-tree-semantics.md`, sections 1-4). Nothing here touches the database:
-`runners.catalogue.trees` builds the tree from agent types and `runners.api.views.conversations` builds the
-history from the conversation's transcript entries.
+Pure functions over a tree value and a conversation history, following the ADK Go runner's
+agent-tree semantics (agents, transferability, routing). Nothing here touches the database:
+`runners.catalogue.trees` builds the tree from agent types and `runners.conversations.services`
+builds the history from the conversation's transcript entries.
 """
 
 from __future__ import annotations

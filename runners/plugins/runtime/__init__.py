@@ -1,6 +1,6 @@
 """Connection to the LangBot plugin SDK runtime (pure asyncio, no Django).
 
-See docs: /work/shared/docs/runtime-protocol.md. Django-backed behaviour is
+The wire protocol is the SDK's own (site-packages `langbot_plugin`). Django-backed behaviour is
 injected through ``HostActions``.
 """
 

@@ -33,6 +33,7 @@ from langbot_plugin.runtime.io.controllers.ws.client import WebSocketClientContr
 from langbot_plugin.runtime.security import PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER
 
 from runners.plugins.runtime.actions import HostHandler
+from runners.plugins.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkError, ToolNotFound
 from runners.plugins.runtime.host import HostActions
 from runners.plugins.runtime.identity import Identity
 from runners.plugins.runtime.process import free_port, spawn_runtime, stop_runtime
@@ -63,22 +64,6 @@ STABLE_SESSION_SECONDS = 10.0
 StateCallback = Callable[[str, str | None], None]
 # The session a tool call names (the SDK's Session: a plugin's tool may read it).
 TOOL_SESSION = {"launcher_type": "person", "launcher_id": "langhost", "sender_id": "langhost"}
-
-
-class RuntimeLinkError(Exception):
-    """A call over the link failed (error frame, timeout, bad state)."""
-
-
-class LinkNotReady(RuntimeLinkError):
-    """The link has no ready connection right now."""
-
-
-class LinkLost(RuntimeLinkError):
-    """The connection died while the call was in flight."""
-
-
-class ToolNotFound(RuntimeLinkError):
-    """The runtime lists no such tool for that plugin (not loaded, or no such component)."""
 
 
 def _describe(exc: BaseException) -> str:
