@@ -90,7 +90,7 @@ class Journal:
 async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
                     agent_name: str, owner_id: str,
-                    grants: ModelGrants = NO_GRANTS) -> dict[str, dict]:
+                    grants: ModelGrants = NO_GRANTS, tools: list[dict] = ()) -> dict[str, dict]:
     """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`.
 
     Raises `ledger.DuplicateEvent` when the event was received before.
@@ -105,7 +105,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "thread_id": event.thread_id or "", "project_id": event.project_id or "",
             "deadline_at": deadline_at,
             "authorization_json": context.authorization_snapshot(event, binding, descriptor,
-                                                                 apis, scopes, grants),
+                                                                 apis, scopes, grants, tools),
             "metadata_json": {"event_type": event.event_type, "source": event.source,
                               "agent_name": agent_name,
                               "input": event.input.model_dump(exclude_none=True)},

@@ -10,6 +10,11 @@ rules allow (`transfer_targets`). A call hands the turn to that agent within the
 is recorded as `tool.call.started` / `tool.call.completed` (the orchestrator makes the target
 the author of the reply, so the conversation's next message goes to it), and the target answers
 with its own persona and models.
+
+The model is also offered the run's granted tools (`resources.tools`: its MCP servers' and
+plugin tools). Its calls run through `tool_calls`, recorded as `tool.call.started` /
+`tool.call.completed`, and their results (an error too, so the model can recover) go back
+as `tool` messages until it answers with text, at most MAX_TOOL_STEPS rounds.
 """
 
 import json
@@ -19,13 +24,14 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import Transcript
+from ledger.models import AgentRun, Transcript
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
     find_agent,
     transfer_targets,
 )
 from runners.catalogue.trees import build_tree
+from runners.execution import tool_calls
 from runners.execution.bindings import agent_runner_config
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
 from runners.providers import tokens
@@ -34,11 +40,14 @@ from runners.providers.errors import ProviderError
 from runners.providers.fallback import stream_with_fallback
 from runners.providers.lookup import load_models
 from runners.providers.messages import parse
+from runners.tools.errors import ToolError
 
 logger = logging.getLogger(__name__)
 
 # A turn hands over at most this many times: a model that keeps transferring is stopped.
 MAX_TRANSFERS = 5
+# A turn calls tools at most this many rounds: then the run fails rather than loop on.
+MAX_TOOL_STEPS = 10
 HISTORY_ROWS = 200
 # Kept free in the context window for the reply when the params set no max_tokens.
 REPLY_RESERVE_TOKENS = 1024
@@ -142,6 +151,29 @@ async def _handed_over(agent_id: str, name: str) -> _Turn:
     return await _turn(config)
 
 
+async def _granted_tools(context: dict) -> dict[str, dict]:
+    """The run's tool grants by name, as frozen with the run: the context's copy lacks the
+    source a call is routed by."""
+    if not (context.get("resources") or {}).get("tools"):
+        return {}
+    auth = await AgentRun.objects.filter(run_id=context["run_id"]).values_list(
+        "authorization_json", flat=True).afirst() or {}
+    return {tool["tool_name"]: tool for tool in (auth.get("resources") or {}).get("tools") or []}
+
+
+def tool_definition(tool: dict) -> dict:
+    return {"name": tool["tool_name"], "description": tool.get("description") or "",
+            "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
+
+
+def _tool_content(answer: dict) -> str:
+    """A tool's result as the model reads it: its text (MCP tools put their structured result
+    there too), else its JSON."""
+    text = answer.get("text")
+    return text if isinstance(text, str) and text else json.dumps(answer, ensure_ascii=False,
+                                                                  default=str)
+
+
 async def run(context: dict) -> AsyncIterator[dict]:
     result = _Results(context)
     config = context.get("config") or {}
@@ -153,16 +185,20 @@ async def run(context: dict) -> AsyncIterator[dict]:
     conversation_id = (context.get("conversation") or {}).get("conversation_id")
     history = await _history(conversation_id, (context.get("input") or {}).get("text") or "")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cached_tokens": 0}
+    granted = await _granted_tools(context)
+    offered = [tool_definition(tool) for tool in (context.get("resources") or {}).get("tools")
+               or [] if tool.get("tool_name") in granted]
     try:
         turn = await _turn(config)
-        for _handover in range(MAX_TRANSFERS + 1):
+        handovers = steps = 0
+        while True:
             text, calls = "", {}
             params = dict(turn.config.get("model_params") or {})
             window = turn.models[0].context_window
             reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
             messages = trimmed([{"role": "system", "content": system_prompt(turn.config)}],
                                history, window, min(reserve, window // 2))
-            tools = [transfer_tool(turn.targets)] if turn.targets else []
+            tools = [*offered, *([transfer_tool(turn.targets)] if turn.targets else [])]
             async for event in stream_with_fallback(turn.models, messages, tools=tools,
                                                     params=params, call=call):
                 if "usage" in event:
@@ -180,22 +216,44 @@ async def run(context: dict) -> AsyncIterator[dict]:
                     entry["name"] = function.get("name") or entry["name"]
                     entry["arguments"] += function.get("arguments") or ""
             target = _transfer_target(turn, calls)
-            if target is None or not call.agent_id:
+            if target is not None and call.agent_id and handovers < MAX_TRANSFERS:
+                handovers += 1
+                call_id, args = target
+                name = args["agent_name"]
+                yield result("tool.call.started", {"tool_call_id": call_id,
+                                                   "tool_name": TRANSFER_TOOL,
+                                                   "parameters": args})
+                yield result("tool.call.completed", {"tool_call_id": call_id,
+                                                     "tool_name": TRANSFER_TOOL,
+                                                     "result": {"agent_name": name}})
+                history = [*history,
+                           {"role": "assistant", "content": text or None, "tool_calls": [
+                               {"id": call_id, "type": "function", "function": {
+                                   "name": TRANSFER_TOOL, "arguments": json.dumps(args)}}]},
+                           {"role": "tool", "tool_call_id": call_id,
+                            "content": f"Transferred to {name}."}]
+                turn = await _handed_over(call.agent_id, name)
+                continue
+            asked = {call_id: entry for call_id, entry in calls.items()
+                     if entry["name"] != TRANSFER_TOOL}
+            if not asked:
                 break
-            call_id, args = target
-            name = args["agent_name"]
-            yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": TRANSFER_TOOL,
-                                               "parameters": args})
-            yield result("tool.call.completed", {"tool_call_id": call_id,
-                                                 "tool_name": TRANSFER_TOOL,
-                                                 "result": {"agent_name": name}})
-            history = [*history,
-                       {"role": "assistant", "content": text or None, "tool_calls": [
-                           {"id": call_id, "type": "function", "function": {
-                               "name": TRANSFER_TOOL, "arguments": json.dumps(args)}}]},
-                       {"role": "tool", "tool_call_id": call_id,
-                        "content": f"Transferred to {name}."}]
-            turn = await _handed_over(call.agent_id, name)
+            steps += 1
+            if steps > MAX_TOOL_STEPS:
+                yield result("run.failed", {
+                    "error": f"the model still called tools after {MAX_TOOL_STEPS} steps "
+                             "without answering", "code": "tool.steps_exceeded"}, usage)
+                return
+            history = [*history, {"role": "assistant", "content": text or None, "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": entry["name"], "arguments": entry["arguments"] or "{}"}}
+                for call_id, entry in asked.items()]}]
+            for call_id, entry in asked.items():
+                async for item in _tool_call(result, granted, call_id, entry, call.deadline):
+                    if "role" in item:  # the tool message for the model
+                        history.append(item)
+                    else:
+                        yield item
         message = {"role": "assistant", "content": text}
         yield result("message.completed", {"message": message, "file_ids": []}, usage)
         yield result("run.completed", {"finish_reason": "stop"}, usage)
@@ -204,6 +262,33 @@ async def run(context: dict) -> AsyncIterator[dict]:
         if not code.startswith("model."):
             code, error = "model.unavailable", str(exc)
         yield result("run.failed", {"error": error, "code": code}, usage)
+
+
+async def _tool_call(result: _Results, granted: dict[str, dict], call_id: str, entry: dict,
+                     deadline: float | None) -> AsyncIterator[dict]:
+    """Run one tool call of the model: its started and completed results, then the `tool`
+    message for the model. A failure is the tool's answer, so the model can recover."""
+    name = entry["name"]
+    try:
+        args = json.loads(entry["arguments"] or "{}")
+    except ValueError:
+        args = None
+    yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": name,
+                                       "parameters": args if isinstance(args, dict) else {}})
+    answer = error = None
+    if name not in granted:
+        error = f"tool {name!r} is not available to you"
+    elif not isinstance(args, dict):
+        error = "the arguments are not a JSON object"
+    else:
+        try:
+            answer = await tool_calls.call(granted[name], args, tool_calls.timeout_for(deadline))
+        except ToolError as exc:
+            error = str(exc)
+    yield result("tool.call.completed", {"tool_call_id": call_id, "tool_name": name,
+                                         "result": tool_calls.recorded(answer), "error": error})
+    yield {"role": "tool", "tool_call_id": call_id,
+           "content": f"Error: {error}" if error is not None else _tool_content(answer)}
 
 
 def _transfer_target(turn: _Turn, calls: dict) -> tuple[str, dict] | None:

@@ -26,6 +26,7 @@ from runners.execution import builtins, context, grants, journal, registry, stee
 from runners.execution.journal import Journal
 from runners.execution.process import host_process
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.tool_grants import tool_grants
 from runners.models import RunnerDescriptor
 from runners.plugins.runtime.link import RuntimeLinkError
 
@@ -162,12 +163,14 @@ class Orchestrator:
             return
         apis = context.available_apis(event, binding, descriptor)
         models = await grants.model_grants(binding, descriptor)
+        tools = await tool_grants(binding, descriptor)
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
         try:
             snapshot = await journal.start_run(run_id, event, binding, descriptor, apis, scopes,
-                                               deadline, agent_name, process.owner_id, models)
+                                               deadline, agent_name, process.owner_id, models,
+                                               tools)
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
@@ -180,7 +183,7 @@ class Orchestrator:
         try:
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=snapshot, deadline_at=deadline,
-                                            grants=models)
+                                            grants=models, tools=tools)
             async for message in self._stream(state, payload):
                 yield message
         except (GeneratorExit, asyncio.CancelledError):
@@ -418,7 +421,8 @@ class Orchestrator:
             "content": ledger.transcript_text(message.get("content")), "content_json": message,
         }
 
-    def _append(self, state: RunState, type_: str, data: dict, usage, runner_sequence,
+    @staticmethod
+    def _append(state: RunState, type_: str, data: dict, usage, runner_sequence,
                 *, source=EventSource.RUNNER, state_write=None, transcript=None,
                 finish: bool = False) -> RunMessage:
         """Queue one event (and, for a terminal result, the run's end) for the journal."""
@@ -438,6 +442,21 @@ class Orchestrator:
     def _host_event(self, state: RunState, type_: str, data: dict) -> None:
         logger.warning("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
         self._append(state, type_, data, None, None, source=EventSource.HOST)
+
+    @staticmethod
+    def record(run_id: str, type_: str, data: dict) -> None:
+        """Record what the host did for a run (a tool call it asked for) as a host event, when
+        the run streams in this process and has not ended; on the run's own loop, which owns
+        its sequence and journal."""
+        state = host_process().active_runs.get(run_id)
+        if state is None:
+            return
+
+        def append() -> None:
+            if not state.finished and not state.terminal_written:
+                Orchestrator._append(state, type_, data, None, None, source=EventSource.HOST)
+
+        state.loop.call_soon_threadsafe(append)
 
     async def _publish(self, run_id: str, event: dict) -> None:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})

@@ -1,6 +1,6 @@
 """What LangHost answers when the plugin runtime calls the host: plugin settings from
 `PluginInstallation`, binary storage in `PluginStorage`, the in-run APIs and LangBot's model
-actions."""
+and tool actions."""
 
 import base64
 from collections.abc import AsyncIterator
@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
 from runners.models import PluginInstallation, PluginStorage
-from runners.plugins import model_api, run_api
+from runners.plugins import model_api, run_api, tool_api
 from runners.plugins.runtime.host import HostActions, HostError
 from runners.plugins.runtime.identity import plugin_installation_uuid
 
@@ -87,6 +87,8 @@ class DjangoHost(HostActions):
     async def handle_run_api(self, action: str, data: dict, context: dict | None) -> dict:
         if action in model_api.ACTIONS:
             return await model_api.handle(action, data, context)
+        if action in tool_api.ACTIONS:
+            return await tool_api.handle(action, data, context)
         return await run_api.handle(action, data, context)
 
     def stream_run_api(self, action: str, data: dict,

@@ -1,0 +1,83 @@
+"""The tools a run may call: its `resources.tools`, frozen into its authorization.
+
+A runner is granted tools only when its manifest asks for tool operations (detail, call) and
+its capabilities include `tool_calling` (the built-in LLM agent declares both). The tools are
+those of the MCP servers the binding's config names (`mcp_servers`, enabled servers only,
+their tools as last listed; a server never listed is listed now), then the plugin tools its
+`tools` list names (a tool name or `plugin:<author>/<plugin>/<tool>` id, available ones only).
+A tool name is granted once, the first source wins: runners call tools by name.
+
+Each grant is an SDK `ToolResource` with `source` (`mcp` or `plugin`) and `source_id` (the MCP
+server's name, the plugin tool's id) added: what a call is routed by. The runner's context
+validates through the SDK, which keeps only the SDK's fields.
+"""
+
+import logging
+
+from django.db.models import Q
+
+from runners.execution.protocol import AgentBinding
+from runners.models import McpServer, RunnerDescriptor, ToolDescriptor
+from runners.tools.errors import ToolError
+
+logger = logging.getLogger(__name__)
+
+TOOL_OPERATIONS = ("detail", "call")
+
+
+def _names(value) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(item for item in values if isinstance(item, str) and item))
+
+
+async def _mcp_tools(names: list[str]) -> list[tuple[McpServer, dict]]:
+    servers = {server.name: server
+               async for server in McpServer.objects.filter(name__in=names, enabled=True)}
+    found = []
+    for name in names:
+        server = servers.get(name)
+        if server is None:
+            continue
+        tools = server.tools
+        if not tools:
+            from runners.tools import mcp  # the MCP SDK loads on first use, not at start
+
+            try:
+                tools = await mcp.list_tools(server)
+            except ToolError as exc:  # the run goes on without this server's tools
+                logger.warning("MCP server %s: no tools for the run: %s", name, exc)
+                tools = []
+        found += [(server, tool) for tool in tools if isinstance(tool, dict) and tool.get("name")]
+    return found
+
+
+async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> list[dict]:
+    wanted = [op for op in TOOL_OPERATIONS if op in ((descriptor.permissions or {}).get("tools")
+                                                    or [])]
+    if not wanted or not (descriptor.capabilities or {}).get("tool_calling"):
+        return []
+    config = binding.runner_config
+    servers, plugin_tools = _names(config.get("mcp_servers")), _names(config.get("tools"))
+    grants: dict[str, dict] = {}
+    for server, tool in await _mcp_tools(servers) if servers else []:
+        grants.setdefault(tool["name"], {
+            "tool_name": tool["name"], "tool_type": "mcp",
+            "description": tool.get("description") or "", "operations": wanted,
+            "parameters": tool.get("inputSchema") or {"type": "object", "properties": {}},
+            "source": "mcp", "source_id": server.name})
+    if plugin_tools:
+        rows = ToolDescriptor.objects.filter(Q(pk__in=plugin_tools) | Q(name__in=plugin_tools),
+                                             available=True)
+        by_key = {}
+        async for row in rows:
+            by_key.setdefault(row.pk, row)
+            by_key.setdefault(row.name, row)
+        for key in plugin_tools:
+            row = by_key.get(key)
+            if row is not None:
+                grants.setdefault(row.name, {
+                    "tool_name": row.name, "tool_type": "plugin",
+                    "description": row.description, "operations": wanted,
+                    "parameters": row.parameters or {"type": "object", "properties": {}},
+                    "source": "plugin", "source_id": row.pk})
+    return list(grants.values())

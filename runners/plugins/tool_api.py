@@ -1,0 +1,61 @@
+"""LangBot's tool actions, answered in LangBot's shapes: `get_tool_detail` ->
+`{"tool": {name, description, parameters}}`, `call_tool` -> `{"result": ...}`.
+
+A call names its run, is the run's plugin's (checked like every in-run API), and names a tool
+granted to the run for the operation (`resources.tools` of its frozen authorization), else
+`tool.not_granted`; `call_tool` needs the run active. Each call is recorded in the run's ledger
+as host events `tool.call.started` / `tool.call.completed` when the run streams in this
+process.
+"""
+
+import time
+import uuid
+
+from ledger.models import RunStatus
+from runners.execution import tool_calls
+from runners.execution.orchestrator import Orchestrator
+from runners.plugins import run_api
+from runners.plugins.runtime.host import HostError
+from runners.tools.errors import ToolError
+
+ACTIONS = frozenset({"get_tool_detail", "call_tool"})
+OPERATIONS = {"get_tool_detail": "detail", "call_tool": "call"}
+
+
+async def handle(action: str, data: dict, context: dict | None) -> dict:
+    """Answer one tool action, or raise HostError."""
+    run, auth = await run_api.authorize(action, data, context)
+    name = data.get("tool_name")
+    tool = tool_calls.granted_tool(auth.get("resources"), name)
+    operation = OPERATIONS[action]
+    if tool is None or operation not in (tool.get("operations") or []):
+        # HostError puts the code in the message text: all the runner sees.
+        raise HostError("tool.not_granted",
+                        f"tool {name!r} is not granted to run {run.run_id} for {operation}")
+    if action == "get_tool_detail":
+        return {"tool": {"name": tool["tool_name"], "description": tool.get("description") or "",
+                         "parameters": tool.get("parameters") or {}}}
+    if run.status != RunStatus.RUNNING:
+        raise HostError("run.not_active", f"run {run.run_id} is {run.status}; call_tool needs "
+                                          "an active run")
+    arguments = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
+    deadline = run.deadline_at.timestamp() if run.deadline_at else None
+    return {"result": await _called(run.run_id, tool, arguments, deadline)}
+
+
+async def _called(run_id: str, tool: dict, arguments: dict, deadline: float | None) -> dict:
+    call_id, name = f"host-{uuid.uuid4().hex[:12]}", tool["tool_name"]
+    Orchestrator.record(run_id, "tool.call.started",
+                        {"tool_call_id": call_id, "tool_name": name, "parameters": arguments})
+    started = time.monotonic()
+    result = error = None
+    try:
+        result = await tool_calls.call(tool, arguments, tool_calls.timeout_for(deadline))
+        return result
+    except ToolError as exc:
+        error = str(exc)
+        raise HostError("tool.failed", f"{name}: {error}") from None
+    finally:
+        Orchestrator.record(run_id, "tool.call.completed", {
+            "tool_call_id": call_id, "tool_name": name, "result": tool_calls.recorded(result),
+            "error": error, "duration_ms": round((time.monotonic() - started) * 1000)})

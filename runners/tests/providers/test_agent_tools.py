@@ -1,0 +1,166 @@
+"""Agents that act: the built-in LLM agent calls its agent type's MCP tools (the fixture
+server over stdio), LangBot's `call_tool` refuses tools the run was not granted, and a failing
+tool is the model's to handle, not the run's end."""
+
+import json
+import sys
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from ledger.models import AgentRun, AgentRunEvent, RunStatus
+from runners.execution.protocol import AgentBinding
+from runners.execution.tool_grants import tool_grants
+from runners.models import LLM_AGENT_RUNNER_ID, McpServer, RunnerDescriptor
+from runners.plugins import tool_api
+from runners.plugins.runtime.host import HostError
+from runners.tests.conversation_fixtures import conversations_url, read_body
+from runners.tests.tools.conftest import SERVER, close_process_sessions  # noqa: F401
+from tests.fake_providers import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADD = Reply(text="", tool_calls=[{"id": "call-add", "name": "add",
+                                  "arguments": '{"a": 2, "b": 3}'}])
+
+
+@pytest.fixture
+def calc(db):
+    return McpServer.objects.create(name="calc", command=sys.executable, args=[str(SERVER)])
+
+
+@pytest.fixture
+def calc_agent(calc, make_agent_type, make_agent, make_model, project, openai_server):
+    make_model(openai_server, "gpt-tools")
+    agent_type = make_agent_type(name="Calculator", runner_id=LLM_AGENT_RUNNER_ID,
+                                 primary_model="gpt-tools", mcp_servers=["calc"])
+    return make_agent(project, agent_type)
+
+
+def ask(client, agent, text="What is 2 + 3?") -> dict:
+    conversation = client.post(conversations_url(agent), {}, format="json").json()["id"]
+    response = client.post(f"{conversations_url(agent)}/{conversation}/messages",
+                           {"text": text}, format="json")
+    return json.loads(read_body(response).decode())
+
+
+def tool_events(run_id: str) -> list[tuple[str, dict]]:
+    return list(AgentRunEvent.objects.filter(run_id=run_id, type__startswith="tool.call.")
+                .order_by("sequence").values_list("type", "data_json"))
+
+
+def tool_messages(call) -> list[dict]:
+    return [m for m in call.body["messages"] if m["role"] == "tool"]
+
+
+def test_the_agent_calls_its_mcp_tool_and_answers_with_the_result(
+        user_client, calc_agent, openai_server):
+    openai_server.script(ADD, Reply(text="2 + 3 is 5."))
+
+    body = ask(user_client, calc_agent)
+
+    assert body["status"] == "completed"
+    first, second = openai_server.calls()
+    offered = {tool["function"]["name"]: tool["function"] for tool in first.body["tools"]}
+    assert offered["add"]["parameters"]["required"] == ["a", "b"]
+    assert tool_messages(second) == [{"role": "tool", "tool_call_id": "call-add",
+                                      "content": "5"}]
+    assert second.body["messages"][-2]["tool_calls"][0]["function"]["name"] == "add"
+    run = AgentRun.objects.get(run_id=body["run_id"])
+    assert run.status == RunStatus.COMPLETED
+    grant = next(t for t in run.authorization_json["resources"]["tools"]
+                 if t["tool_name"] == "add")
+    assert (grant["source"], grant["source_id"], grant["operations"]) == (
+        "mcp", "calc", ["detail", "call"])
+    (started_type, started), (completed_type, completed) = tool_events(body["run_id"])
+    assert (started_type, completed_type) == ("tool.call.started", "tool.call.completed")
+    assert started["parameters"] == {"a": 2, "b": 3}
+    assert completed["result"]["text"] == "5" and completed["error"] is None
+    assert body["reply"]["content"] == "2 + 3 is 5."
+
+
+def test_a_tool_error_goes_back_to_the_model_and_the_run_completes(
+        user_client, calc_agent, openai_server):
+    openai_server.script(
+        Reply(text="", tool_calls=[{"id": "call-fail", "name": "fail",
+                                    "arguments": '{"message": "the abacus broke"}'}]),
+        Reply(text="", tool_calls=[{"id": "call-nope", "name": "rm_rf", "arguments": "{}"}]),
+        Reply(text="Sorry, I cannot calculate now."))
+
+    body = ask(user_client, calc_agent)
+
+    assert body["status"] == "completed"
+    failed, refused = (tool_messages(call)[-1] for call in openai_server.calls()[1:])
+    assert failed["content"].startswith("Error:") and "the abacus broke" in failed["content"]
+    assert refused["content"] == "Error: tool 'rm_rf' is not available to you"
+    errors = [data["error"] for type_, data in tool_events(body["run_id"])
+              if type_ == "tool.call.completed"]
+    assert "the abacus broke" in errors[0] and "rm_rf" in errors[1]
+
+
+def test_a_model_that_never_stops_calling_tools_fails_the_run(
+        user_client, calc_agent, openai_server):
+    openai_server.default = ADD
+
+    body = ask(user_client, calc_agent)
+
+    assert body["status"] == "failed"
+    assert body["status_reason"].startswith("tool.steps_exceeded:")
+    assert len(openai_server.calls()) == 11
+
+
+# --- grants and LangBot's tool actions --------------------------------------------------------
+
+def plugin_runner(**manifest) -> RunnerDescriptor:
+    return RunnerDescriptor(id="plugin:e2e/agent/tools", runner_name="tools", **manifest)
+
+
+def binding(**config) -> AgentBinding:
+    return AgentBinding(binding_id="tools", runner_id="plugin:e2e/agent/tools",
+                        runner_config=config)
+
+
+def test_a_plugin_runner_gets_tools_only_when_its_manifest_asks_for_them(calc):
+    calc.tools = [{"name": "add", "description": "Add two numbers.",
+                   "inputSchema": {"type": "object"}}]
+    calc.save()
+    asks = plugin_runner(permissions={"tools": ["call"]}, capabilities={"tool_calling": True})
+    grants = async_to_sync(tool_grants)(binding(mcp_servers=["calc", "nowhere"]), asks)
+    assert grants == [{"tool_name": "add", "tool_type": "mcp", "description": "Add two numbers.",
+                       "operations": ["call"], "parameters": {"type": "object"},
+                       "source": "mcp", "source_id": "calc"}]
+    for manifest in ({"permissions": {"tools": ["call"]}},
+                     {"capabilities": {"tool_calling": True}}):
+        assert async_to_sync(tool_grants)(binding(mcp_servers=["calc"]),
+                                          plugin_runner(**manifest)) == []
+
+
+def host_call(action: str, run_id: str, tool_name: str, **data) -> dict:
+    return async_to_sync(tool_api.handle)(action, {
+        "run_id": run_id, "caller_plugin_identity": "e2e/agent", "tool_name": tool_name,
+        **data}, None)
+
+
+@pytest.fixture
+def plugin_run(calc):
+    grant = {"tool_name": "add", "tool_type": "mcp", "description": "Add two numbers.",
+             "operations": ["detail", "call"], "parameters": {"type": "object"},
+             "source": "mcp", "source_id": "calc"}
+    return AgentRun.objects.create(
+        run_id="run-tools", event_id="evt-tools", runner_id="plugin:e2e/agent/tools",
+        status=RunStatus.RUNNING, authorization_json={
+            "plugin_identity": "e2e/agent", "resources": {"models": [], "tools": [grant]}})
+
+
+def test_call_tool_answers_granted_tools_and_refuses_the_others(plugin_run):
+    detail = host_call("get_tool_detail", "run-tools", "add")
+    assert detail == {"tool": {"name": "add", "description": "Add two numbers.",
+                               "parameters": {"type": "object"}}}
+    answer = host_call("call_tool", "run-tools", "add", parameters={"a": 2, "b": 3})
+    assert answer["result"]["text"] == "5"
+
+    for action in ("call_tool", "get_tool_detail"):
+        with pytest.raises(HostError) as refused:
+            host_call(action, "run-tools", "echo", parameters={"text": "hi"})
+        assert refused.value.code == "tool.not_granted"
+        assert "tool.not_granted" in str(refused.value) and "'echo'" in str(refused.value)
