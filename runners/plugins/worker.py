@@ -13,6 +13,8 @@ streams each runner's results to them. Messages:
   runtime.status {reply_channel}                        → {type: "runtime.reply", status}
   plugin.restart {author, name}                         the runtime relaunches the plugin, which
                                                           reads its settings again
+  tool.call    {reply_channel, plugin_author, plugin_name, tool_name, parameters, timeout}
+               → {type: "runtime.reply", result} or {…, error, not_found}
 """
 
 import asyncio
@@ -26,6 +28,7 @@ from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
 from runners.execution import liveness
 from runners.models import RunnerDescriptor
+from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +57,15 @@ class RuntimeWorkerConsumer(AsyncConsumer):
 
     async def plugin_restart(self, message):
         await self.gateway.restart_plugin(message["author"], message["name"])
+
+    async def tool_call(self, message):
+        try:
+            reply = {"result": await self.gateway.call_tool(
+                message["plugin_author"], message["plugin_name"], message["tool_name"],
+                message["parameters"], message["timeout"])}
+        except Exception as exc:
+            reply = {"error": str(exc), "not_found": isinstance(exc, ToolNotFound)}
+        await self.channel_layer.send(message["reply_channel"], {"type": "runtime.reply", **reply})
 
     async def run_start(self, message):
         # No request cycle closes this long-lived process's connections: each run does.
@@ -87,7 +99,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
             await stream.aclose()
 
 
-class RuntimeUnavailable(RuntimeError):
+class RuntimeUnavailable(RuntimeLinkError):
     pass
 
 
@@ -127,6 +139,17 @@ class ChannelGateway:
     async def restart_plugin(self, author: str, name: str) -> None:
         await self.channel_layer.send(RUNTIME_CHANNEL,
                                       {"type": "plugin.restart", "author": author, "name": name})
+
+    async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
+                        parameters: dict, timeout: float) -> dict:
+        """Like `LocalGateway.call_tool`, through the process that owns the runtime."""
+        reply = await self._request({
+            "type": "tool.call", "plugin_author": plugin_author, "plugin_name": plugin_name,
+            "tool_name": tool_name, "parameters": parameters, "timeout": timeout},
+            timeout + REPLY_TIMEOUT_SECONDS)
+        if "error" in reply:
+            raise (ToolNotFound if reply.get("not_found") else RuntimeLinkError)(reply["error"])
+        return reply["result"]
 
     async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
         reply_channel = await self.channel_layer.new_channel()

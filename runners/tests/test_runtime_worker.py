@@ -15,6 +15,7 @@ from ledger.models import AgentRun
 from runners.execution import liveness
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
 from runners.plugins.worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorkerConsumer
 from tests.timing import scaled
 
@@ -92,3 +93,17 @@ async def test_each_run_recycles_the_workers_database_connections(channel_gatewa
         ))["status"] == "completed"
 
     assert len(recycled) == 2
+
+
+async def test_plugin_tool_calls_through_the_channel_answer_and_fail_like_local_ones(
+        channel_gateway, tools_gateway, monkeypatch):
+    await tools_gateway.discover(scaled(30))
+    # The session's one worker serves the runtime that has the tool plugins for this test.
+    monkeypatch.setattr(RuntimeWorkerConsumer, "gateway", tools_gateway)
+
+    assert await channel_gateway.call_tool("e2e", "tools-demo", "reverse", {"text": "stressed"},
+                                           scaled(10)) == {"text": "desserts"}
+    with pytest.raises(ToolNotFound):
+        await channel_gateway.call_tool("e2e", "tools-demo", "no_such_tool", {}, scaled(10))
+    with pytest.raises(RuntimeLinkError, match="KeyError"):
+        await channel_gateway.call_tool("e2e", "tools-demo", "reverse", {}, scaled(10))
