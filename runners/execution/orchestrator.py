@@ -114,6 +114,8 @@ class RunState:
     # next result, while one is under way, is cut short through `waiting`.
     stop: tuple[str, str] | None = None
     waiting: asyncio.Timeout | None = None
+    # Replies the runner sent through the host (`event_reply`), for the caller's stream.
+    host_replies: list = field(default_factory=list)
 
     @property
     def steers(self) -> bool:
@@ -248,14 +250,23 @@ class Orchestrator:
                 except _Stop as stop:
                     await self._finish(state, stop.status, stop.reason)
                     return
+                for reply in self._host_replies(state):
+                    yield reply
                 message = await self._handle(state, raw)
                 if message is not None:
                     yield message
+            for reply in self._host_replies(state):
+                yield reply
             await self._finish(state, *self._ending(state))
         finally:
             watcher.cancel()
             # Closing the stream cancels the runner on the runtime's side.
             await stream.aclose()
+
+    @staticmethod
+    def _host_replies(state: RunState) -> list[RunMessage]:
+        replies, state.host_replies = state.host_replies, []
+        return replies
 
     @staticmethod
     async def _next_result(state: RunState, stream) -> dict:
@@ -408,7 +419,8 @@ class Orchestrator:
         return ledger.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
                                  value=value, identity=info["identity"])
 
-    def _assistant_transcript(self, state: RunState, message: dict | None) -> dict | None:
+    @staticmethod
+    def _assistant_transcript(state: RunState, message: dict | None) -> dict | None:
         if not message or not state.event.conversation_id:
             return None
         state.transcript_written = True
@@ -442,21 +454,6 @@ class Orchestrator:
     def _host_event(self, state: RunState, type_: str, data: dict) -> None:
         logger.warning("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
         self._append(state, type_, data, None, None, source=EventSource.HOST)
-
-    @staticmethod
-    def record(run_id: str, type_: str, data: dict) -> None:
-        """Record what the host did for a run (a tool call it asked for) as a host event, when
-        the run streams in this process and has not ended; on the run's own loop, which owns
-        its sequence and journal."""
-        state = host_process().active_runs.get(run_id)
-        if state is None:
-            return
-
-        def append() -> None:
-            if not state.finished and not state.terminal_written:
-                Orchestrator._append(state, type_, data, None, None, source=EventSource.HOST)
-
-        state.loop.call_soon_threadsafe(append)
 
     async def _publish(self, run_id: str, event: dict) -> None:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})

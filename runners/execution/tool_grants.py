@@ -7,6 +7,10 @@ their tools as last listed; a server never listed is listed now), then the plugi
 `tools` list names (a tool name or `plugin:<author>/<plugin>/<tool>` id, available ones only).
 A tool name is granted once, the first source wins: runners call tools by name.
 
+A plugin runner allowed to call tools also gets LangBot's event tool `event_reply` (source
+`event`), which answers into the run's conversation; the built-in agent answers with its own
+messages instead.
+
 Each grant is an SDK `ToolResource` with `source` (`mcp` or `plugin`) and `source_id` (the MCP
 server's name, the plugin tool's id) added: what a call is routed by. The runner's context
 validates through the SDK, which keeps only the SDK's fields.
@@ -23,6 +27,7 @@ from runners.tools.errors import ToolError
 logger = logging.getLogger(__name__)
 
 TOOL_OPERATIONS = ("detail", "call")
+EVENT_REPLY = "event_reply"
 
 
 def _names(value) -> list[str]:
@@ -54,11 +59,18 @@ async def _mcp_tools(names: list[str]) -> list[tuple[McpServer, dict]]:
 async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> list[dict]:
     wanted = [op for op in TOOL_OPERATIONS if op in ((descriptor.permissions or {}).get("tools")
                                                     or [])]
+    grants: dict[str, dict] = {}
+    if "call" in wanted and descriptor.source == RunnerDescriptor.Source.PLUGIN:
+        grants[EVENT_REPLY] = {
+            "tool_name": EVENT_REPLY, "tool_type": "platform",
+            "description": "Reply to the current event in its conversation.",
+            "operations": wanted, "source": "event", "source_id": EVENT_REPLY,
+            "parameters": {"type": "object", "required": ["text"],
+                           "properties": {"text": {"type": "string"}}}}
     if not wanted or not (descriptor.capabilities or {}).get("tool_calling"):
-        return []
+        return list(grants.values())
     config = binding.runner_config
     servers, plugin_tools = _names(config.get("mcp_servers")), _names(config.get("tools"))
-    grants: dict[str, dict] = {}
     for server, tool in await _mcp_tools(servers) if servers else []:
         grants.setdefault(tool["name"], {
             "tool_name": tool["name"], "tool_type": "mcp",

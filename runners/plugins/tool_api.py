@@ -5,15 +5,15 @@ A call names its run, is the run's plugin's (checked like every in-run API), and
 granted to the run for the operation (`resources.tools` of its frozen authorization), else
 `tool.not_granted`; `call_tool` needs the run active. Each call is recorded in the run's ledger
 as host events `tool.call.started` / `tool.call.completed` when the run streams in this
-process.
+process. `event_reply` (LangBot's event tool) answers into the run's conversation: a
+`message.completed` of the run, delivered to its caller.
 """
 
 import time
 import uuid
 
 from ledger.models import RunStatus
-from runners.execution import tool_calls
-from runners.execution.orchestrator import Orchestrator
+from runners.execution import host_events, tool_calls
 from runners.plugins import run_api
 from runners.plugins.runtime.host import HostError
 from runners.tools.errors import ToolError
@@ -39,13 +39,15 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         raise HostError("run.not_active", f"run {run.run_id} is {run.status}; call_tool needs "
                                           "an active run")
     arguments = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
+    if tool.get("source") == "event":
+        return {"result": _event_reply(run.run_id, arguments)}
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
     return {"result": await _called(run.run_id, tool, arguments, deadline)}
 
 
 async def _called(run_id: str, tool: dict, arguments: dict, deadline: float | None) -> dict:
     call_id, name = f"host-{uuid.uuid4().hex[:12]}", tool["tool_name"]
-    Orchestrator.record(run_id, "tool.call.started",
+    host_events.record(run_id, "tool.call.started",
                         {"tool_call_id": call_id, "tool_name": name, "parameters": arguments})
     started = time.monotonic()
     result = error = None
@@ -56,6 +58,15 @@ async def _called(run_id: str, tool: dict, arguments: dict, deadline: float | No
         error = str(exc)
         raise HostError("tool.failed", f"{name}: {error}") from None
     finally:
-        Orchestrator.record(run_id, "tool.call.completed", {
+        host_events.record(run_id, "tool.call.completed", {
             "tool_call_id": call_id, "tool_name": name, "result": tool_calls.recorded(result),
             "error": error, "duration_ms": round((time.monotonic() - started) * 1000)})
+
+
+def _event_reply(run_id: str, arguments: dict) -> dict:
+    text = arguments.get("text")
+    if not isinstance(text, str) or not text:
+        raise HostError("tool.bad_arguments", "event_reply needs `text`, a non-empty string")
+    if not host_events.reply(run_id, {"role": "assistant", "content": text}):
+        raise HostError("run.not_active", f"run {run_id} does not stream in this process")
+    return {"replied": True}

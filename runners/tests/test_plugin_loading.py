@@ -147,6 +147,8 @@ async def test_twelve_plugins_all_load_with_their_runners_and_tools(tmp_path):
         await gateway.stop()
 
     assert seconds < scaled(20)
-    assert len(runners) == PLUGIN_COPIES
+    assert sorted(runner.pk for runner in runners) == [
+        f"plugin:e2e/tools-demo-{n:02}/{name}" for n in range(1, PLUGIN_COPIES + 1)
+        for name in ("default", "replier", "tool-user")]
     assert await ToolDescriptor.objects.filter(available=True).acount() == 2 * PLUGIN_COPIES
     assert await PluginInstallation.objects.filter(status="initialized").acount() == PLUGIN_COPIES

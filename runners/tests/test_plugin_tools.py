@@ -1,12 +1,19 @@
-"""Plugins' `Tool` components: discovered through the runtime, stored, browsable, callable."""
+"""Plugins' `Tool` components: discovered through the runtime, stored, browsable, callable, and
+called by runner plugins through the host."""
+
+import json
 
 import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
 
+from ledger.models import AgentRunEvent, Transcript
+from runners.execution.orchestrator import Orchestrator
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import ToolDescriptor
 from runners.plugins.runtime.link import RuntimeLinkError, ToolNotFound
+from runners.tests.conftest import serve_as_process_gateway
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
@@ -111,3 +118,47 @@ async def test_admin_shows_tools_read_only(gateway, admin_browser):
     html = page.content.decode()
     assert "The text to reverse." in html and 'name="_save"' not in html
     assert (await get("/admin/runners/tooldescriptor/add/")).status_code == 403
+
+
+# --- runner plugins calling tools through the host ---------------------------------------------
+
+def tools_binding(runner: str, **config) -> AgentBinding:
+    return AgentBinding(binding_id=f"tools-{runner}", runner_config=config,
+                        runner_id=f"plugin:e2e/tools-demo/{runner}")
+
+
+async def test_a_runner_plugin_calls_its_granted_tool_and_is_refused_the_others(gateway,
+                                                                              monkeypatch):
+    serve_as_process_gateway(monkeypatch, gateway)  # the host calls the tool through it
+    event = AgentEventEnvelope(conversation_id="tool-user", input={"text": "stressed"})
+
+    outcome = await Orchestrator(gateway).run_to_end(event, tools_binding("tool-user",
+                                                                         tools=["reverse"]))
+
+    assert outcome["status"] == "completed"
+    report = json.loads(outcome["messages"][0]["data"]["message"]["content"])
+    assert report["granted"] == ["event_reply", "reverse"]
+    assert report["reverse"] == {"ok": {"text": "desserts"}}
+    assert report["reverse_detail"]["ok"]["parameters"]["required"] == ["text"]
+    assert "not authorized" in report["word_count"]["sdk_refused"]
+    assert "tool.not_granted" in report["word_count_raw"]["error"]
+    # The host records the calls it made (the SDK also reports them as the runner's results).
+    events = [(row.type, row.data_json) async for row in AgentRunEvent.objects.filter(
+        run_id=outcome["run_id"], type__startswith="tool.call.", source="host",
+    ).order_by("sequence")]
+    assert [type_ for type_, _ in events] == ["tool.call.started", "tool.call.completed"]
+    assert events[0][1]["parameters"] == {"text": "stressed"}
+    assert events[1][1]["result"] == {"text": "desserts"} and events[1][1]["error"] is None
+
+
+async def test_a_runner_replying_through_event_reply_answers_the_conversation(gateway):
+    event = AgentEventEnvelope(conversation_id="replier", input={"text": "hello"})
+
+    outcome = await Orchestrator(gateway).run_to_end(event, tools_binding("replier"))
+
+    assert outcome["status"] == "completed"
+    replies = [m for m in outcome["messages"] if m["type"] == "message.completed"]
+    assert [m["data"]["message"]["content"] for m in replies] == ["replied: hello"]
+    transcript = [(row.role, row.content) async for row in Transcript.objects.filter(
+        conversation_id="replier").order_by("pk")]
+    assert transcript == [("user", "hello"), ("assistant", "replied: hello")]

@@ -112,7 +112,8 @@ def test_a_model_that_never_stops_calling_tools_fails_the_run(
 # --- grants and LangBot's tool actions --------------------------------------------------------
 
 def plugin_runner(**manifest) -> RunnerDescriptor:
-    return RunnerDescriptor(id="plugin:e2e/agent/tools", runner_name="tools", **manifest)
+    return RunnerDescriptor(id="plugin:e2e/agent/tools", runner_name="tools",
+                            source=RunnerDescriptor.Source.PLUGIN, **manifest)
 
 
 def binding(**config) -> AgentBinding:
@@ -126,13 +127,16 @@ def test_a_plugin_runner_gets_tools_only_when_its_manifest_asks_for_them(calc):
     calc.save()
     asks = plugin_runner(permissions={"tools": ["call"]}, capabilities={"tool_calling": True})
     grants = async_to_sync(tool_grants)(binding(mcp_servers=["calc", "nowhere"]), asks)
-    assert grants == [{"tool_name": "add", "tool_type": "mcp", "description": "Add two numbers.",
-                       "operations": ["call"], "parameters": {"type": "object"},
-                       "source": "mcp", "source_id": "calc"}]
-    for manifest in ({"permissions": {"tools": ["call"]}},
-                     {"capabilities": {"tool_calling": True}}):
-        assert async_to_sync(tool_grants)(binding(mcp_servers=["calc"]),
-                                          plugin_runner(**manifest)) == []
+    assert [grant["tool_name"] for grant in grants] == ["event_reply", "add"]
+    assert grants[1] == {"tool_name": "add", "tool_type": "mcp", "description": "Add two numbers.",
+                         "operations": ["call"], "parameters": {"type": "object"},
+                         "source": "mcp", "source_id": "calc"}
+    # Calling tools without the tool-calling capability: only the event tool, to reply with.
+    replier = plugin_runner(permissions={"tools": ["call"]})
+    assert [grant["tool_name"] for grant in async_to_sync(tool_grants)(
+        binding(mcp_servers=["calc"]), replier)] == ["event_reply"]
+    assert async_to_sync(tool_grants)(binding(mcp_servers=["calc"]), plugin_runner(
+        capabilities={"tool_calling": True})) == []
 
 
 def host_call(action: str, run_id: str, tool_name: str, **data) -> dict:
