@@ -3,7 +3,11 @@ server over stdio), LangBot's `call_tool` refuses tools the run was not granted,
 tool is the model's to handle, not the run's end."""
 
 import json
+import os
+import signal
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -17,6 +21,7 @@ from runners.plugins.runtime.host import HostError
 from runners.tests.conversation_fixtures import conversations_url, read_body
 from runners.tests.tools.conftest import SERVER, close_process_sessions  # noqa: F401
 from tests.fake_providers import Reply
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,6 +112,40 @@ def test_a_model_that_never_stops_calling_tools_fails_the_run(
     assert body["status"] == "failed"
     assert body["status_reason"].startswith("tool.steps_exceeded:")
     assert len(openai_server.calls()) == 11
+
+
+def call(name: str, arguments: str = "{}") -> Reply:
+    return Reply(text="", tool_calls=[{"id": f"call-{name}", "name": name,
+                                       "arguments": arguments}])
+
+
+def test_killing_the_mcp_server_mid_run_fails_only_that_call_and_the_next_run_restarts_it(
+        user_client, calc_agent, openai_server):
+    openai_server.script(call("pid"), Reply(text="Noted."))
+    ask(user_client, calc_agent, "Which pid?")
+    server_pid = int(tool_messages(openai_server.calls()[-1])[-1]["content"])
+    openai_server.script(call("sleep", '{"seconds": 600}'), Reply(text="The calculator died."))
+
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(ask, user_client, calc_agent, "Sleep on it")
+        wait_for(lambda: AgentRunEvent.objects.filter(
+            type="tool.call.started", data_json__tool_name="sleep").exists())
+        os.kill(server_pid, signal.SIGKILL)
+        body = asked.result(timeout=scaled(30))
+
+    assert body["status"] == "completed" and body["reply"]["content"] == "The calculator died."
+    lost = tool_messages(openai_server.calls()[-1])[-1]["content"]
+    assert lost.startswith("Error:") and "sleep" in lost
+    openai_server.script(call("pid"), Reply(text="Back."))
+    assert ask(user_client, calc_agent, "Which pid now?")["status"] == "completed"
+    assert int(tool_messages(openai_server.calls()[-1])[-1]["content"]) not in (server_pid, 0)
+
+
+def wait_for(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + scaled(seconds)
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.05)
 
 
 # --- grants and LangBot's tool actions --------------------------------------------------------
