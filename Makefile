@@ -43,4 +43,5 @@ test: install-test browser redis
 # The model benchmark's scripted provider lives with the tests: install their extras too.
 bench: install-test
 	$(PY) bench/run_overhead.py
+	$(PY) bench/http_overhead.py
 	$(PY) bench/llm_overhead.py
