@@ -1,7 +1,7 @@
 """What the orchestrator writes to the ledger: a run's start, its results, the rows of an event.
 
 `start_run` creates the run row with the event log row and the user's transcript entry;
-`Journal` then writes the run's results in batches, off the run loop's critical path.
+`Journal` then writes the run's results by group commit, beside the run loop.
 """
 
 import asyncio
@@ -13,21 +13,19 @@ from runners.execution.grants import NO_GRANTS, ModelGrants
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
 
-# How long a result may wait to share its ledger write with the ones after it; the run's end
-# is written at once.
-JOURNAL_LINGER_SECONDS = 0.05
 # The events that carry a user's message: they are transcribed, and they may steer a run.
 MESSAGE_EVENT_TYPE = "message.received"
 
 
 class Journal:
-    """Writes one run's results to the ledger, in order, off the run loop's critical path.
+    """Writes one run's results to the ledger, in order, by group commit.
 
-    Results go out in batches, one transaction each: a batch is written once its first result
-    has waited JOURNAL_LINGER_SECONDS, or at once when the run drains (its stream ended or it
-    stopped). A burst of results costs one round trip instead of one each, and the loop keeps
-    reading results while the database works. Each event is published to live viewers once it
-    is persisted; `drain()` waits for all of it.
+    A write starts as soon as a result arrives and no write is under way; the results that
+    arrive while one is under way share the next write (one transaction each). An idle run
+    waits for nothing, and a burst costs one round trip per write, not one per result. The
+    run loop delivers a message to its caller only once it is committed (`durable`), so a
+    crash never loses what a caller already saw. Each event is published to live viewers once
+    it is committed; `drain()` waits for all of it.
     """
 
     def __init__(self, run_id: str, publish):
@@ -35,56 +33,50 @@ class Journal:
         self.publish = publish
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
         self.writer: asyncio.Task | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.draining = False
         self.error: Exception | None = None
         self.ended: tuple[str, str] | None = None
+        self.committed_sequence = 0
+        self._committed = asyncio.Event()
 
     def add(self, write: ledger.ResultWrite, frame: dict) -> None:
         if self.error is not None:
             raise self.error
         self.pending.append((write, frame))
-        if not self._writing():
-            self._arm()
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.ensure_future(self._write())
+
+    async def durable(self, sequence: int) -> None:
+        """Wait until the result of ledger `sequence` is committed."""
+        while self.committed_sequence < sequence:
+            if self.error is not None:
+                raise self.error
+            await self._committed.wait()
 
     async def drain(self) -> tuple[str, str] | None:
         """Wait until everything is written; the run's (status, reason) if a result ended it."""
-        self.draining = True
-        self._start()
         if self.writer is not None:
             await asyncio.shield(self.writer)
         if self.error is not None:
             raise self.error
         return self.ended
 
-    def _writing(self) -> bool:
-        return self.writer is not None and not self.writer.done()
-
-    def _arm(self) -> None:
-        if self.timer is None:
-            self.timer = asyncio.get_running_loop().call_later(JOURNAL_LINGER_SECONDS,
-                                                               self._start)
-
-    def _start(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.pending and self.error is None and not self._writing():
-            self.writer = asyncio.ensure_future(self._write())
+    def _wake(self) -> None:
+        self._committed.set()
+        self._committed = asyncio.Event()
 
     async def _write(self) -> None:
         try:
             while self.pending:
                 batch, self.pending = self.pending, []
                 ended = await ledger.record_results(self.run_id, [write for write, _ in batch])
+                self.committed_sequence = batch[-1][0].sequence
+                self.ended = ended or self.ended
+                self._wake()
                 for _, frame in batch:
                     await self.publish(frame)
-                self.ended = ended or self.ended
-                if self.pending and not self.draining:
-                    self._arm()  # what arrived meanwhile lingers like any new batch
-                    return
-        except Exception as exc:  # surfaced by the next add() or by drain()
+        except Exception as exc:  # surfaced by the next add(), durable() or drain()
             self.error = exc
+            self._wake()
 
 
 async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBinding,

@@ -11,12 +11,16 @@ command or test that keeps a long-lived loop of its own may bind its gateway the
 
 import asyncio
 import concurrent.futures
-import os
 import threading
-import uuid
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+
+from ledger import owners
+from ledger.models import RunStatus
+from ledger.services import runs
 from runners.execution.liveness import Heartbeat
 from runners.plugins.loop_bound import LoopBoundGateway, submit
 
@@ -28,7 +32,7 @@ class HostProcess:
     """This process: its owner id, its active runs and their heartbeat, its gateway."""
 
     def __init__(self):
-        self.owner_id = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner_id = owners.new_owner_id()
         # run id → the orchestrator's state of each run executing in this process
         self.active_runs: dict[str, Any] = {}
         # A copy: runs on other threads' loops come and go while the heartbeat reads.
@@ -74,6 +78,19 @@ class HostProcess:
 
     def run_ended(self, run_id: str) -> None:
         self.active_runs.pop(run_id, None)
+
+    async def stop_runs(self, reason: str, grace: float) -> None:
+        """Cancel every run this process executes with `reason`, give them `grace` seconds to
+        be journaled, and end in the ledger whatever is still running under its owner id."""
+        from runners.execution.orchestrator import Orchestrator
+
+        for run_id in list(self.active_runs):
+            await Orchestrator.cancel(run_id, reason)
+        give_up = time.monotonic() + grace
+        while self.active_runs and time.monotonic() < give_up:
+            await asyncio.sleep(0.02)
+        await sync_to_async(runs.fail_owned_runs_sync)(self.owner_id, reason,
+                                                       RunStatus.CANCELLED)
 
 
 _process: HostProcess | None = None

@@ -3,10 +3,15 @@
 import atexit
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
+from contextlib import closing
 from pathlib import Path
+
+import httpx
 
 from tests.timing import scaled
 
@@ -66,3 +71,34 @@ def descendants(pid: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
+
+
+ADMIN = {"email": "root@example.com", "password": "Serve-Admin-Passw0rd"}
+
+
+def start_serve(data_dir: Path, plugins_dir: Path, port: int) -> subprocess.Popen:
+    """`manage.py serve` on `port`, with the `ADMIN` account; see `wait_until_serving`."""
+    env = langhost_env(data_dir, plugins_dir, LANGHOST_ADMIN_EMAIL=ADMIN["email"],
+                       LANGHOST_ADMIN_PASSWORD=ADMIN["password"])
+    return popen_manage("serve", "--port", str(port), env=env)
+
+
+def wait_until_serving(http, langhost: subprocess.Popen) -> str:
+    """Wait until `http` (an httpx client on the server) signs in; the access token."""
+    give_up = time.monotonic() + scaled(30)
+    while True:
+        assert langhost.poll() is None, "manage.py serve exited"
+        try:
+            login = http.post("/api/v1/auth/login", json=ADMIN)
+            if login.status_code == 200:
+                return login.json()["access_token"]
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < give_up, "manage.py serve never answered"
+        time.sleep(0.05)
+
+
+def ledger_rows(data_dir: Path, sql: str, *params) -> list[tuple]:
+    """Rows of the server's own database (not the test's)."""
+    with closing(sqlite3.connect(data_dir / "langhost.sqlite3", timeout=30)) as db:
+        return db.execute(sql, params).fetchall()

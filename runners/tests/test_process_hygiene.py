@@ -11,12 +11,17 @@ import pytest
 
 from runners.plugins.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
-from runners.tests.langhost_process import descendants, fresh_data_dir, langhost_env, popen_manage
+from runners.tests.langhost_process import (
+    descendants,
+    fresh_data_dir,
+    langhost_env,
+    popen_manage,
+    start_serve,
+    wait_until_serving,
+)
 from runners.tests.tools.conftest import SERVER
 from tests.runtime.runtime_helpers import alive
 from tests.timing import scaled
-
-PASSWORD = "Hygiene-Admin-Passw0rd"
 
 
 def test_sigkilled_manage_py_runtime_leaves_no_runtime_or_plugin_process(tmp_path):
@@ -43,15 +48,10 @@ def test_sigkilled_manage_py_runtime_leaves_no_runtime_or_plugin_process(tmp_pat
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_stopping_manage_py_serve_leaves_no_mcp_server_process(tmp_path, stop):
     port = free_port()
-    env = langhost_env(fresh_data_dir(tmp_path / "data"), plugins_dir_with(tmp_path),
-                       LANGHOST_ADMIN_EMAIL="root@example.com", LANGHOST_ADMIN_PASSWORD=PASSWORD)
-    langhost = popen_manage("serve", "--port", str(port), env=env)
+    langhost = start_serve(fresh_data_dir(tmp_path / "data"), plugins_dir_with(tmp_path), port)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=scaled(30)) as http:
-            wait_until_serving(http, langhost)
-            token = http.post("/api/v1/auth/login", json={
-                "email": "root@example.com", "password": PASSWORD}).json()["access_token"]
-            http.headers["Authorization"] = f"Bearer {token}"
+            http.headers["Authorization"] = f"Bearer {wait_until_serving(http, langhost)}"
             server = http.post("/api/v1/mcp-servers", json={
                 "name": "calc", "transport": "stdio", "command": sys.executable,
                 "args": [str(SERVER)]}).json()
@@ -68,16 +68,3 @@ def test_stopping_manage_py_serve_leaves_no_mcp_server_process(tmp_path, stop):
     while alive_ones := [pid for pid in mcp_children if alive(pid)]:
         assert time.monotonic() < give_up, f"MCP server still alive after {stop.name}: {alive_ones}"
         time.sleep(0.05)
-
-
-def wait_until_serving(http: httpx.Client, langhost) -> None:
-    give_up = time.monotonic() + scaled(30)
-    while True:
-        assert langhost.poll() is None, "manage.py serve exited"
-        try:
-            if http.get("/admin/login/").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < give_up, "manage.py serve never answered"
-        time.sleep(0.1)

@@ -4,7 +4,8 @@ from ledger.services.runs import reap_stale_runs_sync
 
 
 class Command(BaseCommand):
-    help = "Fail `running` runs whose owning process stopped renewing its lease."
+    help = ("Fail `running` runs whose owner is gone: a process of this host that no longer "
+            "runs, or any owner whose lease ran out.")
 
     def handle(self, *args, **options):
         reaped = reap_stale_runs_sync()

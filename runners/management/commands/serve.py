@@ -1,12 +1,23 @@
+import asyncio
 import os
+import signal
 import sys
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from ledger.services.runs import reap_stale_runs_sync
+
+# How long the runs cancelled by a shutdown get to be journaled before the server exits.
+SHUTDOWN_GRACE_SECONDS = 3.0
+SHUTDOWN_REASON = "host.shutdown: the server is stopping"
+
 
 class Command(BaseCommand):
-    help = "Apply migrations, make sure an admin exists, and serve LangHost with daphne."
+    help = ("Apply migrations, make sure an admin exists, fail the runs of processes that are "
+            "gone, and serve LangHost with daphne in this process. SIGTERM or Ctrl-C stops "
+            "taking requests, cancels the runs in flight (`host.shutdown`) and exits once they "
+            "are journaled.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("LANGHOST_HOST", "127.0.0.1"))
@@ -16,13 +27,44 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database is up to date.")
         call_command("ensure_admin")
+        reaped = reap_stale_runs_sync()
+        if reaped:
+            self.stdout.write(f"Failed {len(reaped)} run(s) left running by a stopped process.")
         url = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS(f"LangHost is serving at {url}/"))
         self.stdout.write(f"  admin:    {url}/admin/  (sign in with the admin account's email)")
         self.stdout.write(f"  API docs: {url}/api/docs/")
         sys.stdout.flush()
-        # Replace this process with daphne so signals reach the server directly.
-        os.execvp(
-            sys.executable,
-            [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "langhost.asgi:application"],
-        )
+        serve(host, port)
+
+
+def serve(host: str, port: int) -> None:
+    # daphne.server installs Twisted's asyncio reactor: imported before anything else of Twisted.
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+
+    from langhost.asgi import application
+    from runners.execution.process import host_process
+
+    server = Server(application=application, signal_handlers=False, verbosity=0,
+                    endpoints=build_endpoint_description_strings(host=host, port=port))
+    stopping: list[asyncio.Task] = []
+
+    async def shut_down() -> None:
+        for listening in server.listeners:  # take no more requests
+            listening.addCallback(lambda listener: listener.stopListening())
+        await host_process().stop_runs(SHUTDOWN_REASON, SHUTDOWN_GRACE_SECONDS)
+        server.stop()
+
+    def on_signal(signum, frame) -> None:
+        from twisted.internet import reactor
+
+        loop = reactor._asyncioEventloop
+        if stopping:  # asked twice: stop now
+            loop.call_soon_threadsafe(server.stop)
+        else:
+            loop.call_soon_threadsafe(lambda: stopping.append(loop.create_task(shut_down())))
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.run()

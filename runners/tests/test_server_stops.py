@@ -1,0 +1,136 @@
+"""A server that stops, cleanly or not, leaves no run `running` and loses nothing its callers
+saw: real `manage.py serve` processes, the QA plugin's slow runner, the server's own SQLite
+database read directly."""
+
+import json
+import random
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from runners.plugins.runtime.process import free_port
+from runners.tests.conftest import plugins_dir_with
+from runners.tests.langhost_process import (
+    fresh_data_dir,
+    ledger_rows,
+    start_serve,
+    wait_until_serving,
+)
+from tests.timing import scaled
+
+pytestmark = pytest.mark.e2e
+
+SLOW = "plugin:e2e/agent-runner-qa/slow"
+
+
+class Server:
+    """One `manage.py serve` on a data dir that outlives it (so it can start again)."""
+
+    def __init__(self, tmp_path):
+        self.data_dir = fresh_data_dir(tmp_path / "data")
+        self.plugins_dir = plugins_dir_with(tmp_path, "e2e__agent-runner-qa")
+        self.process = None
+
+    def start(self) -> str:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = start_serve(self.data_dir, self.plugins_dir, self.port)
+        with httpx.Client(base_url=self.url, timeout=scaled(30)) as http:
+            self.token = wait_until_serving(http, self.process)
+        return self.token
+
+    def stream(self, text: str, received: list, started: threading.Event) -> None:
+        """Stream one run of the slow runner, keeping every frame received until the end."""
+        try:
+            with httpx.Client(base_url=self.url, timeout=scaled(60), headers={
+                    "Authorization": f"Bearer {self.token}"}) as http, http.stream(
+                    "POST", "/api/v1/runs?stream=1",
+                    json={"runner_id": SLOW, "input": {"text": text}}) as response:
+                for line in response.iter_lines():
+                    received.append(json.loads(line))
+                    if received[-1]["type"] == "message.delta":
+                        started.set()
+        except (httpx.TransportError, json.JSONDecodeError):
+            pass  # the server went away mid-stream: what arrived before is what counts
+        finally:
+            started.set()
+
+    def running(self) -> list[tuple]:
+        return ledger_rows(self.data_dir, "SELECT run_id FROM agent_run WHERE status = 'running'")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def server(tmp_path):
+    server = Server(tmp_path)
+    yield server
+    server.stop()
+
+
+def in_flight(server: Server, pool: ThreadPoolExecutor, texts: list[str]) -> list[list]:
+    """Start one streamed run per text; return once each is running (its first delta came)."""
+    streams = [([], threading.Event()) for _ in texts]
+    for text, (received, started) in zip(texts, streams, strict=True):
+        pool.submit(server.stream, text, received, started)
+    for _, started in streams:
+        assert started.wait(scaled(30)), "a run never started"
+    return [received for received, _ in streams]
+
+
+def test_sigterm_with_runs_in_flight_exits_quickly_and_leaves_none_running(server):
+    server.start()
+    with ThreadPoolExecutor(5) as pool:
+        in_flight(server, pool, ["sleep"] * 5)
+        stopped_at = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=scaled(30))
+        seconds = time.monotonic() - stopped_at
+
+    assert seconds < scaled(5)
+    runs = ledger_rows(server.data_dir, "SELECT status, status_reason FROM agent_run")
+    assert len(runs) == 5
+    assert all(status == "cancelled" and "host.shutdown" in reason for status, reason in runs)
+
+
+def test_after_kill_9_a_restarted_server_fails_the_orphaned_runs_at_once(server):
+    server.start()
+    with ThreadPoolExecutor(15) as pool:
+        in_flight(server, pool, ["sleep"] * 15)
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+        assert len(server.running()) == 15
+
+        restarted_at = time.monotonic()
+        server.start()
+        while server.running():
+            assert time.monotonic() - restarted_at < scaled(5), "runs left running"
+            time.sleep(0.05)
+
+    reasons = [reason for (reason,) in ledger_rows(
+        server.data_dir, "SELECT status_reason FROM agent_run WHERE status = 'failed'")]
+    assert len(reasons) == 15 and all(reason.startswith("host.gone:") for reason in reasons)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_every_event_a_client_saw_before_a_kill_9_is_in_the_ledger(server, seed):
+    server.start()
+    kill_after = random.Random(seed).uniform(0.3, 1.2)
+    with ThreadPoolExecutor(10) as pool:
+        streams = in_flight(server, pool, ["deltas:400:0.005"] * 10)
+        time.sleep(scaled(kill_after))
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+
+    seen = {(frame["run_id"], frame["sequence"]) for received in streams for frame in received
+            if frame["type"] in ("message.delta", "message.completed")}
+    stored = set(ledger_rows(server.data_dir, "SELECT run_id, sequence FROM agent_run_event"))
+    assert len(seen) > 10, "the clients saw events before the kill"
+    assert seen <= stored, f"seen but not stored: {sorted(seen - stored)[:5]}"
