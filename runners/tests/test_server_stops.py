@@ -134,3 +134,68 @@ def test_every_event_a_client_saw_before_a_kill_9_is_in_the_ledger(server, seed)
     stored = set(ledger_rows(server.data_dir, "SELECT run_id, sequence FROM agent_run_event"))
     assert len(seen) > 10, "the clients saw events before the kill"
     assert seen <= stored, f"seen but not stored: {sorted(seen - stored)[:5]}"
+
+
+def test_every_write_acknowledged_before_a_kill_9_is_kept(server):
+    token = server.start()
+    http = httpx.Client(base_url=server.url, timeout=scaled(30),
+                        headers={"Authorization": f"Bearer {token}"})
+    conversation = a_conversation(http)
+    acknowledged = {"state": [], "artifacts": [], "messages": []}
+
+    def write_state(i):
+        if http.patch(conversation, json={"state": {f"k{i}": i}}).status_code == 200:
+            acknowledged["state"].append(f"k{i}")
+
+    def write_artifact(i):
+        if http.post(f"{conversation}/artifacts", json={
+                "name": f"a{i}", "text": f"v{i}"}).status_code == 201:
+            acknowledged["artifacts"].append(f"a{i}")
+
+    def send_message(i):
+        answer = http.post(f"{conversation}/messages", json={"text": f"m{i}"})
+        if answer.status_code == 201 and answer.json()["status"] == "completed":
+            acknowledged["messages"].append(f"m{i}")
+
+    def keep_writing(write):
+        for i in range(10_000):
+            try:
+                write(i)
+            except httpx.TransportError:
+                return  # the server is gone
+
+    with ThreadPoolExecutor(3) as pool:
+        for write in (write_state, write_artifact, send_message):
+            pool.submit(keep_writing, write)
+        time.sleep(scaled(random.Random(3).uniform(1.0, 2.0)))
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+    http.close()
+
+    assert all(len(writes) >= 3 for writes in acknowledged.values()), acknowledged
+    token = server.start()
+    with httpx.Client(base_url=server.url, timeout=scaled(30),
+                      headers={"Authorization": f"Bearer {token}"}) as http:
+        kept = http.get(conversation, params={"limit": 1000}).json()
+        names = {item["name"] for item in http.get(
+            f"{conversation}/artifacts", params={"page_size": 100}).json()["data"]}
+        last = acknowledged["artifacts"][-1]
+        content = http.get(f"{conversation}/artifacts/{last}").content
+
+    assert set(acknowledged["state"]) <= set(kept["state"])
+    assert set(acknowledged["artifacts"]) <= names
+    assert content == f"v{last[1:]}".encode()
+    said = {entry["content"] for entry in kept["entries"] if entry["role"] == "user"}
+    assert set(acknowledged["messages"]) <= said
+
+
+def a_conversation(http: httpx.Client) -> str:
+    """A conversation with an echo agent of a new project: its URL."""
+    project = http.post("/api/v1/projects", json={"name": "Durable", "slug": "durable"}).json()
+    agent_type = http.post("/api/v1/agent-types", json={
+        "name": "Echo", "slug": "echo", "runner_id": "builtin:echo"}).json()
+    agents = f"/api/v1/projects/{project['id']}/agents"
+    agent = http.post(agents, json={"agent_type_id": agent_type["id"],
+                                    "project_id": project["id"], "name": "Echo"}).json()
+    conversations = f"{agents}/{agent['id']}/conversations"
+    return f"{conversations}/{http.post(conversations, json={}).json()['id']}"
