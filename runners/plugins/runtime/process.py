@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -31,6 +32,7 @@ _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 
 # pip must never reach the network even if a flag is lost (runtime-protocol.md section 9).
 DEAD_PYPI_INDEX = "http://127.0.0.1:9/simple"
+LOOPBACK_RUNTIME = Path(__file__).with_name("loopback_runtime.py")
 
 TERMINATE_GRACE_SECONDS = 2.0
 
@@ -53,14 +55,14 @@ def _die_with_parent(parent_pid: int):
 
 
 async def spawn_runtime(runtime_dir: str, debug_port: int) -> asyncio.subprocess.Process:
-    """Start ``rt`` over stdio; it loads plugins from ``runtime_dir/data/plugins``."""
+    """Start ``rt`` over stdio, its servers on loopback only; it loads plugins from
+    ``runtime_dir/data/plugins``."""
     env = dict(os.environ)
     env["LANGBOT_PLUGIN_PYPI_INDEX_URL"] = DEAD_PYPI_INDEX
     env["PYTHONUNBUFFERED"] = "1"
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "langbot_plugin.cli.__main__",
+        str(LOOPBACK_RUNTIME),
         "rt",
         "--stdio-control",
         "--skip-deps-check",
