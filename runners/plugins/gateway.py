@@ -17,7 +17,6 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-import yaml
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
@@ -25,6 +24,7 @@ from django.db import transaction
 from runners.execution import liveness, registry, tool_registry
 from runners.execution.process import host_process
 from runners.models import PluginInstallation, RunnerDescriptor
+from runners.plugins import folders
 from runners.plugins.host import DjangoHost, installation_for_sync
 from runners.plugins.requirements import install_requirements
 from runners.plugins.runtime.link import RuntimeLink
@@ -34,7 +34,12 @@ logger = logging.getLogger(__name__)
 
 DISCOVERY_POLL_SECONDS = 0.25
 DISCOVERY_TIMEOUT_SECONDS = 15.0
+# Plugins start one after another: this long without one coming up, the rest are stragglers.
+PLUGIN_QUIET_SECONDS = 2.5
 REFRESH_INTERVAL_SECONDS = 30.0
+PLUGINS_WATCH_SECONDS = 2.0
+# The runtime's last log lines on its status page: why it keeps failing to start, say.
+RUNTIME_LOG_LINES = 40
 TOOL_CALL_TIMEOUT_SECONDS = 180.0  # what the runtime itself allows a plugin's tool
 
 
@@ -70,25 +75,6 @@ def instance_id() -> str:
     return path.read_text().strip()
 
 
-def read_manifest(folder: Path) -> dict | None:
-    try:
-        manifest = yaml.safe_load((folder / "manifest.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    metadata = manifest.get("metadata") or {}
-    if not (metadata.get("author") and metadata.get("name")):
-        return None
-    return metadata
-
-
-def plugin_folders(plugins_dir: Path) -> list[tuple[Path, dict]]:
-    """`(folder, manifest metadata)` of every plugin folder, in name order."""
-    if not plugins_dir.exists():
-        return []
-    folders = sorted(p for p in plugins_dir.iterdir() if p.is_dir())
-    return [(folder, metadata) for folder in folders if (metadata := read_manifest(folder))]
-
-
 def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:
     """The runtime loads every folder of `./data/plugins/` in its cwd: link exactly these."""
     target = runtime_dir / "data" / "plugins"
@@ -101,15 +87,16 @@ def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:
         (target / folder.name).symlink_to(folder.resolve(), target_is_directory=True)
 
 
-def sync_installations_sync(plugins_dir: Path, instance: str) -> list[PluginInstallation]:
+def sync_installations_sync(found: list[folders.PluginFolder],
+                            instance: str) -> list[PluginInstallation]:
     """One installation row per plugin folder (new folders start enabled)."""
-    return [installation_for_sync(instance, metadata["author"], metadata["name"],
-                                  str(metadata.get("version") or ""))
-            for _, metadata in plugin_folders(plugins_dir)]
+    return [installation_for_sync(instance, folder.author, folder.name, folder.version)
+            for folder in found]
 
 
-def record_dependency_errors_sync(errors: dict[str, str]) -> None:
-    """Plugins whose requirements failed to install are `failed` with pip's error."""
+def record_held_back_sync(errors: dict[str, str]) -> None:
+    """Plugins kept from the runtime (a quarantined folder, requirements pip could not
+    install) are `failed`, each with its own reason."""
     for installation in PluginInstallation.objects.all():
         if installation.plugin_id in errors:
             installation.status, installation.last_error = "failed", errors[installation.plugin_id]
@@ -139,9 +126,10 @@ class LocalGateway:
         # Plugins this gateway's discovery saw fail to load: later discoveries do not wait
         # for them (else every rediscovery, and every run waiting on one, sits out the timeout).
         self._failed_plugins: set[str] = set()
-        # `{"author/name": pip's error}` of plugins kept from the runtime (stdio mode only: a
-        # runtime of its own (ws) installs its plugins' requirements itself).
-        self._dependency_errors: dict[str, str] = {}
+        # `{"author/name": reason}` of plugins kept from the runtime: a quarantined folder, or
+        # requirements pip could not install (stdio mode only: a runtime of its own (ws)
+        # loads its own plugins).
+        self._held_back: dict[str, str] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -149,9 +137,11 @@ class LocalGateway:
         if self._started:
             return
         self._started = True
-        await sync_to_async(sync_installations_sync)(self.plugins_dir, self.instance_id)
+        await sync_to_async(sync_installations_sync)(
+            await asyncio.to_thread(folders.scan, self.plugins_dir), self.instance_id)
         await self.link.start()
         self._spawn(self._refresh_forever())
+        self._spawn(self._watch_plugins_forever())
         self._spawn(liveness.reap_forever())  # the runtime's owner fails runs that died
 
     async def stop(self) -> None:
@@ -170,18 +160,20 @@ class LocalGateway:
         """Before each runtime start: install the plugins' requirements, then hand the runtime
         the folders whose requirements are met (as LangBot does, a failed one is not loaded)."""
         self.plugins_dir.mkdir(parents=True, exist_ok=True)
-        folders = await asyncio.to_thread(plugin_folders, self.plugins_dir)
+        found = await asyncio.to_thread(folders.scan, self.plugins_dir)
         markers = Path(settings.DATA_DIR) / "plugin-requirements"
-        errors = {}
-        for folder, metadata in folders:
+        errors = {folder.plugin_id: folder.problem for folder in found if folder.problem}
+        for folder in found:
             # One at a time: concurrent pip runs into one environment can break each other.
-            if error := await install_requirements(folder, markers):
-                errors[f"{metadata['author']}/{metadata['name']}"] = error
-        self._dependency_errors = errors
-        await sync_to_async(record_dependency_errors_sync)(errors)
-        loaded = [folder for folder, metadata in folders
-                  if f"{metadata['author']}/{metadata['name']}" not in errors]
-        await asyncio.to_thread(prepare_runtime_dir, self.runtime_dir, loaded)
+            if not folder.problem and (error := await install_requirements(folder.path,
+                                                                           markers)):
+                errors[folder.plugin_id] = error
+        self._held_back = errors
+        await sync_to_async(sync_installations_sync)(found, self.instance_id)
+        await sync_to_async(record_held_back_sync)(errors)
+        await asyncio.to_thread(prepare_runtime_dir, self.runtime_dir,
+                                [folder.path for folder in found
+                                 if folder.plugin_id not in errors])
 
     def _spawn(self, coro) -> None:
         # A fresh context: a task spawned from a request (admin -> async_to_sync) would
@@ -215,16 +207,22 @@ class LocalGateway:
             loop = asyncio.get_running_loop()
             give_up = loop.time() + timeout
             expected = await sync_to_async(self._expected_plugins)()
+            loaded: set[str] = set()
+            progressed = loop.time()
             while True:
                 plugins = await self.link.list_plugins()
                 # A plugin the runtime lists initialized has its runners and tools listed from
                 # then on, whether it has any or not. A plugin whose process the runtime saw
                 # die is not waited for (the runtime keeps retrying it; later discoveries list
-                # it if it recovers); one that never registers and never dies visibly (e.g. ws
-                # mode: no runtime log) holds discovery until the timeout.
-                loaded = {_plugin_id(plugin) for plugin in plugins
-                          if plugin.get("status") == "initialized"}
-                if expected - self.link.exited_plugins <= loaded or loop.time() > give_up:
+                # it if it recovers), nor is one that hangs: once one came up and no other for
+                # PLUGIN_QUIET_SECONDS, what loaded is listed and the rest wait for the next
+                # discovery.
+                now_loaded = {_plugin_id(plugin) for plugin in plugins
+                              if plugin.get("status") == "initialized"}
+                if now_loaded - loaded:
+                    loaded, progressed = loaded | now_loaded, loop.time()
+                if (expected - self.link.exited_plugins <= loaded or loop.time() > give_up
+                        or (loaded and loop.time() - progressed > PLUGIN_QUIET_SECONDS)):
                     break
                 await asyncio.sleep(DISCOVERY_POLL_SECONDS)
             runners = await self.link.list_runners()
@@ -239,9 +237,9 @@ class LocalGateway:
 
     def _expected_plugins(self) -> set[str]:
         """Enabled plugins whose folders exist: discovery waits for them (up to its timeout)."""
-        rows = sync_installations_sync(self.plugins_dir, self.instance_id)
+        rows = sync_installations_sync(folders.scan(self.plugins_dir), self.instance_id)
         return ({row.plugin_id for row in rows if row.enabled} - self._failed_plugins
-                - self._dependency_errors.keys())
+                - self._held_back.keys())
 
     def _record_plugin_status(self, listed: set[str]) -> None:
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
@@ -252,8 +250,8 @@ class LocalGateway:
                 plugin = by_id.get(installation.plugin_id)
                 if not installation.enabled:
                     status, error = "disabled", ""
-                elif installation.plugin_id in self._dependency_errors:
-                    status, error = "failed", self._dependency_errors[installation.plugin_id]
+                elif installation.plugin_id in self._held_back:
+                    status, error = "failed", self._held_back[installation.plugin_id]
                     failed.add(installation.plugin_id)
                 elif plugin is not None:
                     status = plugin.get("status") or "listed"
@@ -269,6 +267,25 @@ class LocalGateway:
                     installation.status, installation.last_error = status, error
                     installation.save(update_fields=["status", "last_error", "updated_at"])
         self._failed_plugins = failed
+
+    async def restart_runtime(self) -> None:
+        """Stop the runtime and start it again: it loads the plugin folders as they are now."""
+        await self.link.stop()
+        self._settled.clear()
+        await self.link.start()
+
+    async def _watch_plugins_forever(self) -> None:
+        """A plugin folder added, removed, fixed or broken is loaded (or quarantined) by a
+        fresh runtime, without restarting LangHost; not while runs are in flight, which the
+        restart would end."""
+        seen = await asyncio.to_thread(_folders_signature, self.plugins_dir)
+        while True:
+            await asyncio.sleep(PLUGINS_WATCH_SECONDS)
+            now = await asyncio.to_thread(_folders_signature, self.plugins_dir)
+            if now != seen and not host_process().active_runs and self.link.mode == "stdio":
+                logger.info("plugin folders changed: restarting the runtime")
+                seen = now
+                await self.restart_runtime()
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -322,9 +339,25 @@ class LocalGateway:
         await self.discover()
 
     async def status(self) -> dict:
-        return {**self.link.status(), "instance_id": self.instance_id,
+        return {**self.link.status(), "log_tail": list(self.link.log_tail)[-RUNTIME_LOG_LINES:],
+                "instance_id": self.instance_id,
                 "plugins_dir": str(self.plugins_dir), "discovery_settled": self._settled.is_set(),
                 "pid_self": os.getpid()}
+
+
+def _folders_signature(plugins_dir: Path) -> tuple:
+    """What changes when a plugin folder is added, removed or edited (its manifest or entry)."""
+    if not plugins_dir.exists():
+        return ()
+    return tuple((path.name, *(_mtime(path / name) for name in ("manifest.yaml", "main.py")))
+                 for path in sorted(plugins_dir.iterdir()) if path.is_dir())
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def require_runner_sync(runner_id: str) -> RunnerDescriptor:

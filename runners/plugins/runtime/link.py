@@ -155,10 +155,11 @@ class RuntimeLink:
     async def stop(self) -> None:
         """Close the connection; in stdio mode SIGTERM the runtime, 2 s grace, then SIGKILL."""
         task, self._task = self._task, None
-        if task is not None:
+        # Cancel until it is done: an SDK call can swallow a cancellation that arrives just as
+        # its answer does, and a session left running would race the next one.
+        while task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=0.5)
         self._set_state("down", "stopped")
 
     async def wait_ready(self, timeout: float) -> None:

@@ -1,0 +1,103 @@
+"""Plugin folders, checked before the runtime sees them.
+
+A folder goes to the runtime only when its `manifest.yaml` is a mapping that names the plugin
+(`metadata.author`, `metadata.name`), its Python entry exists and compiles, and every component
+directory it lists exists. Any other folder is quarantined: the runtime never sees it (the SDK's
+runtime does not even start with some malformed manifests, which would stop every plugin), and
+its reason is shown on its installation. A folder whose manifest names no plugin is known by its
+folder name, `<author>__<name>`.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+
+@dataclass(frozen=True)
+class PluginFolder:
+    path: Path
+    author: str
+    name: str
+    version: str = ""
+    problem: str = ""  # why the folder is quarantined; empty when the runtime may load it
+
+    @property
+    def plugin_id(self) -> str:
+        return f"{self.author}/{self.name}"
+
+
+def scan(plugins_dir: Path) -> list[PluginFolder]:
+    """Every plugin folder of `plugins_dir`, checked, in name order."""
+    if not plugins_dir.exists():
+        return []
+    return [check(path) for path in sorted(plugins_dir.iterdir())
+            if path.is_dir() and not path.name.startswith((".", "_"))]
+
+
+def check(path: Path) -> PluginFolder:
+    author, _, name = path.name.partition("__")
+    named = PluginFolder(path, author if name else "", name or path.name)
+    try:
+        manifest = yaml.safe_load((path / "manifest.yaml").read_text())
+    except OSError:
+        return _quarantined(named, "it has no readable manifest.yaml")
+    except yaml.YAMLError as exc:
+        return _quarantined(named, f"manifest.yaml is not valid YAML: {_first_line(exc)}")
+    if not isinstance(manifest, dict):
+        return _quarantined(named, f"manifest.yaml must be a mapping, not "
+                                   f"{type(manifest).__name__}")
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, dict):
+        return _quarantined(named, "manifest.yaml: `metadata` must be a mapping with `author` "
+                                   "and `name`")
+    author, name = metadata.get("author"), metadata.get("name")
+    if not (isinstance(author, str) and author and isinstance(name, str) and name):
+        return _quarantined(named, "manifest.yaml: `metadata.author` and `metadata.name` must "
+                                   "be non-empty strings")
+    folder = PluginFolder(path, author, name, str(metadata.get("version") or ""))
+    problem = _entry_problem(path, manifest) or _components_problem(path, manifest)
+    return _quarantined(folder, problem) if problem else folder
+
+
+def _quarantined(folder: PluginFolder, problem: str) -> PluginFolder:
+    return PluginFolder(folder.path, folder.author, folder.name, folder.version,
+                        f"Quarantined, not loaded: {problem}.")
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _entry_problem(path: Path, manifest: dict) -> str:
+    python = ((manifest.get("execution") or {}) if isinstance(manifest.get("execution"), dict)
+              else {}).get("python")
+    entry = python.get("path") if isinstance(python, dict) else None
+    if not isinstance(entry, str) or not entry:
+        return "manifest.yaml: `execution.python.path` must name the plugin's Python entry"
+    source = path / entry
+    try:
+        compile(source.read_text(), str(source), "exec")
+    except OSError:
+        return f"its Python entry {entry} is missing"
+    except (SyntaxError, ValueError) as exc:
+        return f"its Python entry {entry} does not compile: {_first_line(exc)}"
+    return ""
+
+
+def _components_problem(path: Path, manifest: dict) -> str:
+    spec = manifest.get("spec")
+    components = spec.get("components") if isinstance(spec, dict) else None
+    if components is None:
+        return ""
+    if not isinstance(components, dict):
+        return "manifest.yaml: `spec.components` must be a mapping"
+    for kind, found in components.items():
+        dirs = found.get("fromDirs") if isinstance(found, dict) else None
+        if not isinstance(dirs, list):
+            return f"manifest.yaml: `spec.components.{kind}.fromDirs` must be a list"
+        for item in dirs:
+            where = item.get("path") if isinstance(item, dict) else None
+            if not isinstance(where, str) or not (path / where).is_dir():
+                return f"the {kind} components directory {where!r} is missing"
+    return ""
