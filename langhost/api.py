@@ -2,14 +2,17 @@
 
 import math
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
+from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from langhost.parsers import upload_limit_text
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -132,6 +135,16 @@ def exception_handler(exc, context):
         if exc.field:
             response.data["errors"] = {exc.field: [str(exc.detail)]}
     return response
+
+
+def bad_request(request, exception=None):
+    """400 for what Django refuses before any view (JSON under /api/); a body over the upload
+    limit is a 413 saying the limit."""
+    if isinstance(exception, RequestDataTooBig):
+        return JsonResponse({"detail": upload_limit_text()}, status=413)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Bad request."}, status=400)
+    return django_bad_request(request, exception)
 
 
 def not_found(request, exception=None):

@@ -138,6 +138,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "langhost.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "langhost.api.EnvelopePagination",
     "PAGE_SIZE": 20,
     "DEFAULT_FILTER_BACKENDS": [
@@ -179,6 +184,9 @@ LANGHOST_PLUGINS_DIR = Path(
 # owner fails runs whose lease ran out (their process died) about as often.
 LANGHOST_RUN_LEASE_SECONDS = float(os.environ.get("LANGHOST_RUN_LEASE_SECONDS", 120))
 LANGHOST_ARTIFACT_MAX_BYTES = int(os.environ.get("LANGHOST_ARTIFACT_MAX_BYTES", 25 * 1024 * 1024))
+# The one upload setting: a request body may carry the largest artifact base64-encoded in JSON
+# (4/3 of its size) with room for the rest of the body; above it, a JSON 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = LANGHOST_ARTIFACT_MAX_BYTES * 4 // 3 + 1024 * 1024
 # Conversation artifacts go through Django's storage API ("artifacts" alias): files in the
 # data dir by default; point the backend elsewhere (e.g. S3) without touching the code.
 STORAGES = {

@@ -18,4 +18,5 @@ urlpatterns = [
     path("api/v1/", include("runners.api.urls")),
 ]
 
+handler400 = "langhost.api.bad_request"
 handler404 = "langhost.api.not_found"

@@ -17,6 +17,11 @@ STATUS_FOR = {
 }
 
 
+class RuntimeUnreachable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "runtime_unreachable"
+
+
 def status_for(refusal: refusals.Refused) -> int:
     return next(code for kind, code in STATUS_FOR.items() if isinstance(refusal, kind))
 

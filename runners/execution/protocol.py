@@ -52,6 +52,14 @@ class EventInput(BaseModel):
     contents: list[dict[str, Any]] = Field(default_factory=list)
     attachments: list[Attachment] = Field(default_factory=list)
 
+    @field_validator("contents")
+    @classmethod
+    def _typed_contents(cls, contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, part in enumerate(contents):
+            if not isinstance(part.get("type"), str) or not part["type"]:
+                raise ValueError(f"contents[{index}] needs a `type` (e.g. \"text\")")
+        return contents
+
 
 class Delivery(BaseModel):
     model_config = ConfigDict(extra="allow")

@@ -15,6 +15,29 @@ class DebugAction(serializers.Serializer):
     data = serializers.DictField(help_text="`{plugin_author, plugin_name, runner_name, context}`")
 
 
+class RunAgentContext(serializers.Serializer):
+    """The parts of LangBot's runner context the debug action reads: each an object."""
+
+    event = serializers.DictField(required=False, default=dict)
+    conversation = serializers.DictField(required=False, default=dict)
+    input = serializers.DictField(required=False, default=dict)
+    config = serializers.DictField(required=False, default=dict)
+
+    def validate_input(self, value):
+        if not isinstance(value.get("text", ""), str | None):
+            raise serializers.ValidationError("input.text must be a string.")
+        return value
+
+
+class RunAgentData(serializers.Serializer):
+    """`data` of the `run_agent` debug action."""
+
+    plugin_author = serializers.CharField(max_length=128)
+    plugin_name = serializers.CharField(max_length=128)
+    runner_name = serializers.CharField(max_length=128)
+    context = RunAgentContext(required=False)
+
+
 class LangBotReplySerializer(serializers.Serializer):
     code = serializers.IntegerField(help_text="0 on success.")
     msg = serializers.CharField()

@@ -24,6 +24,7 @@ from runners.api.langbot.serializers import (
     DebugActionReplySerializer,
     LangBotReplySerializer,
     PipelineMetadataReplySerializer,
+    RunAgentData,
     UserAuthReplySerializer,
 )
 from runners.conversations import services as door
@@ -131,10 +132,10 @@ class DebugPluginActionView(APIView):
             return failure(f"Invalid input: {', '.join(body.errors)}")
         if body.validated_data["action"] != "run_agent":
             return failure(f"Unsupported debug action {body.validated_data['action']!r}.")
-        data = body.validated_data["data"]
-        missing = [key for key in ("plugin_author", "plugin_name", "runner_name") if not data.get(key)]
-        if missing:
-            return failure(f"Missing {', '.join(missing)}.")
+        run_agent = RunAgentData(data=body.validated_data["data"])
+        if not run_agent.is_valid():
+            return failure(f"Invalid data: {_field_errors(run_agent.errors)}")
+        data = run_agent.validated_data
         runner_id = f"plugin:{data['plugin_author']}/{data['plugin_name']}/{data['runner_name']}"
         context = data.get("context") or {}
         event = context.get("event") or {}
@@ -151,3 +152,14 @@ class DebugPluginActionView(APIView):
         except Refused as exc:
             return failure(exc.detail, status=status_for(exc))
         return StreamingHttpResponse(debug_run_body(prepared), content_type="application/json")
+
+
+def _field_errors(errors, prefix: str = "") -> str:
+    """`{field: [...], context: {event: [...]}}` as `field: …; context.event: …`."""
+    parts = []
+    for field, problems in errors.items():
+        if isinstance(problems, dict):
+            parts.append(_field_errors(problems, f"{prefix}{field}."))
+        else:
+            parts.append(f"{prefix}{field}: {' '.join(str(problem) for problem in problems)}")
+    return "; ".join(parts)

@@ -1,10 +1,12 @@
 """Runs and runners: the request that starts a run, the runs and events it leaves in the ledger,
 and the bodies `POST /runs` answers with (one outcome, or NDJSON frames with `?stream=1`)."""
 
+import pydantic
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from ledger.models import AgentRun, AgentRunEvent
+from runners.execution.protocol import EventInput
 from runners.models import RunnerDescriptor
 
 
@@ -41,8 +43,12 @@ class RunRequestSerializer(serializers.Serializer):
             raise serializers.ValidationError("input.text must be a string.")
         if len(text) > 20_000:
             raise serializers.ValidationError("input.text is longer than 20000 characters.")
-        if not isinstance(value.get("attachments", []), list):
-            raise serializers.ValidationError("input.attachments must be a list.")
+        try:
+            EventInput.model_validate(value)
+        except pydantic.ValidationError as exc:
+            raise serializers.ValidationError([
+                f"input.{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+                for error in exc.errors(include_url=False)]) from None
         return value
 
     def validate(self, attrs):

@@ -27,7 +27,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.response import Response
 
 from langhost.api import Conflict, Gone, Unprocessable
@@ -208,9 +208,13 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
             raise Unprocessable("limit must be a positive integer.", field="limit")
         after = None
         if raw_after := request.query_params.get("after"):
-            after = parse_datetime(raw_after)
+            try:
+                after = parse_datetime(raw_after)
+            except ValueError:  # well-formed but impossible, e.g. month 13
+                after = None
             if after is None:
-                raise Unprocessable("after must be an ISO 8601 date-time.", field="after")
+                raise ValidationError({"after": ["Give an ISO 8601 date-time, e.g. "
+                                                 "2026-01-31T12:00:00Z."]})
         entries = conversation_selectors.entries(
             conversation, limit=clamp_limit(raw_limit, DEFAULT_ENTRY_LIMIT), after=after)
         state = conversation_selectors.get_state(

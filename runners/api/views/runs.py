@@ -16,6 +16,7 @@ from langhost.api import Unprocessable
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
 from runners.api import streaming
+from runners.api.exceptions import RuntimeUnreachable
 from runners.api.serializers.runs import (
     RUN_RESULT,
     RUN_STREAM_FRAME,
@@ -29,6 +30,7 @@ from runners.conversations import services as door
 from runners.execution.orchestrator import Orchestrator
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
+from runners.plugins.runtime.errors import RuntimeLinkError
 
 
 class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -117,11 +119,21 @@ class RunnerViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_value_regex = r".+"
     filterset_fields = ["available", "source", "plugin_author", "plugin_name"]
 
-    @extend_schema(request=None, responses=RunnerSerializer(many=True))
+    @extend_schema(request=None, responses={200: RunnerSerializer(many=True),
+                                            503: OpenApiResponse(description="The runtime "
+                                                                 "could not be asked.")})
     @action(detail=False, methods=["post"], permission_classes=[IsSuperuser])
     def refresh(self, request):
         """Ask the runtime for its runners now."""
-        async_to_sync(get_gateway().discover)()
+
+        async def discover():
+            return await get_gateway().discover()
+
+        try:
+            async_to_sync(discover)()
+        except (RuntimeLinkError, RuntimeError, TimeoutError) as exc:
+            raise RuntimeUnreachable(
+                f"The runtime could not be asked for its runners: {exc}") from None
         return self.list(request)
 
     @extend_schema(responses=OpenApiResponse(
