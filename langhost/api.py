@@ -3,6 +3,7 @@
 import math
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
@@ -13,6 +14,9 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from langhost.parsers import upload_limit_text
+
+# A UUID in a URL: anything else there is no route (404), not a failed lookup.
+UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -120,6 +124,8 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DjangoValidationError):  # a value the database cannot take
+        exc = exceptions.ValidationError({"non_field_errors": exc.messages})
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

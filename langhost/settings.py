@@ -138,10 +138,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Multipart only where files are uploaded (artifacts): daphne's HTTP layer (Twisted)
+    # parses multipart bodies itself and answers a bodiless 400 to a malformed one.
     "DEFAULT_PARSER_CLASSES": [
         "langhost.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "langhost.api.EnvelopePagination",
     "PAGE_SIZE": 20,
@@ -169,6 +170,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "langhost.schema.document_errors"],
 }
 
 # Plugin runtime: unset URL = spawn the SDK runtime over stdio in this process.

@@ -14,6 +14,7 @@
 import functools
 import json
 import re
+import uuid
 from collections import defaultdict
 
 import pytest
@@ -82,10 +83,15 @@ def call(client, method: str, url: str):
     return response
 
 
+# The LangBot-compatible surface answers every error in LangBot's shape.
+LANGBOT_SURFACE = ("/api/v1/user/", "/api/v1/pipelines/", "/api/v1/system/")
+
+
 def assert_json_error(response, status: int):
     assert response.status_code == status, response.content
     assert response["Content-Type"] == "application/json"
-    assert set(response.json()) == {"detail"}
+    langbot = response.wsgi_request.path.startswith(LANGBOT_SURFACE)
+    assert set(response.json()) == ({"code", "msg"} if langbot else {"detail"})
 
 
 # --- real objects of someone else's project -------------------------------------------------
@@ -144,7 +150,7 @@ SIGNED_IN_ONLY = operations_where(lambda method, path: (method, path) not in PUB
 def test_operation_refuses_an_anonymous_caller_with_401(anon_client, owners_objects, method,
                                                         path):
     # Refused before any lookup: ids no fixture makes yet (a new collection) need no object.
-    any_objects = defaultdict(lambda: "any-id", owners_objects)
+    any_objects = defaultdict(lambda: str(uuid.uuid4()), owners_objects)
     response = call(anon_client, method, url_of(path, any_objects))
 
     assert_json_error(response, 401)

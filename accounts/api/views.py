@@ -13,6 +13,7 @@ from accounts.api import serializers
 from accounts.models import Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
 from accounts.tokens import token_pair
+from langhost.api import UUID
 
 
 @extend_schema_view(post=extend_schema(responses={201: serializers.UserSerializer}))
@@ -67,6 +68,8 @@ class MeView(generics.RetrieveAPIView):
 
 
 class ProjectViewSet(viewsets.ModelViewSet):
+
+    lookup_value_regex = UUID
     serializer_class = serializers.ProjectSerializer
     permission_classes = viewsets.ModelViewSet.permission_classes + [IsProjectOwnerOrReadOnly]
     filterset_fields = ["slug"]

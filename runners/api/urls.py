@@ -1,6 +1,6 @@
 from django.urls import path
 
-from langhost.api import OptionalSlashRouter
+from langhost.api import UUID, OptionalSlashRouter
 from runners.api.langbot import views as langbot_views
 from runners.api.views import catalogue as views
 from runners.api.views import conversations as conversation_views
@@ -12,10 +12,10 @@ from runners.api.views import tools as mcp_views
 router = OptionalSlashRouter()
 router.register("agent-types", views.AgentTypeViewSet, basename="agent-type")
 router.register(
-    r"projects/(?P<project_id>[0-9a-f-]{36})/agents", views.ProjectAgentViewSet,
+    f"projects/(?P<project_id>{UUID})/agents", views.ProjectAgentViewSet,
     basename="project-agent",
 )
-_AGENT = r"projects/(?P<project_id>[0-9a-f-]{36})/agents/(?P<agent_id>[0-9a-f-]{36})"
+_AGENT = f"projects/(?P<project_id>{UUID})/agents/(?P<agent_id>{UUID})"
 router.register(f"{_AGENT}/conversations", conversation_views.ConversationViewSet,
                 basename="agent-conversation")
 router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/artifacts",

@@ -37,6 +37,18 @@ def failure(message: str, status: int = 400, code: int = 1) -> Response:
     return Response({"code": code, "msg": message}, status=status)
 
 
+class LangBotView(APIView):
+    """Every error in LangBot's shape too, those of the shared machinery included (a body
+    that is not JSON, a missing token)."""
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        if isinstance(response.data, dict) and "code" not in response.data:
+            response.data = {"code": 1, "msg": str(response.data.get("detail") or
+                                                   response.data)}
+        return response
+
+
 def read_credentials(request) -> tuple[dict | None, Response | None]:
     """`({user, password}, None)`, or `(None, failure)` naming the fields at fault."""
     credentials = Credentials(data=request.data)
@@ -45,7 +57,7 @@ def read_credentials(request) -> tuple[dict | None, Response | None]:
     return credentials.validated_data, None
 
 
-class UserInitView(APIView):
+class UserInitView(LangBotView):
     """Create the first superuser; once any user exists, change nothing."""
 
     permission_classes = [AllowAny]
@@ -65,7 +77,7 @@ class UserInitView(APIView):
         return Response({"code": 0, "msg": "ok"})
 
 
-class UserAuthView(APIView):
+class UserAuthView(LangBotView):
     permission_classes = [AllowAny]
     authentication_classes = []
 
@@ -83,7 +95,7 @@ class UserAuthView(APIView):
         return Response({"code": 0, "msg": "ok", "data": {"token": token_pair(user)["access_token"]}})
 
 
-class PipelineMetadataView(APIView):
+class PipelineMetadataView(LangBotView):
     """Pipeline config metadata: the `ai` group's `runner` stage lists the available runners."""
 
     @extend_schema(responses=PipelineMetadataReplySerializer)
@@ -119,7 +131,7 @@ async def debug_run_body(prepared: door.PreparedRun):
     yield json.dumps({"code": 0, "msg": "ok", "data": completed}, default=str)
 
 
-class DebugPluginActionView(APIView):
+class DebugPluginActionView(LangBotView):
     """`run_agent`: run a plugin runner with a context, through the one door."""
 
     permission_classes = [IsSuperuser]

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from accounts.models import Project
 from accounts.permissions import IsSuperuserOrReadOnly
-from langhost.api import Conflict, Unprocessable
+from langhost.api import UUID, Conflict, Unprocessable
 from ledger.selectors.stats import agent_run_totals
 from runners.api.serializers import catalogue as serializers
 from runners.models import AgentInstance, AgentType, InvalidTransition
@@ -16,6 +16,7 @@ from runners.models import AgentInstance, AgentType, InvalidTransition
 class AgentTypeViewSet(viewsets.ModelViewSet):
     """The agent catalogue: readable by everyone signed in, written by superusers."""
 
+    lookup_value_regex = UUID
     queryset = AgentType.objects.prefetch_related("sub_agent_links")
     serializer_class = serializers.AgentTypeSerializer
     permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuserOrReadOnly]
@@ -45,6 +46,7 @@ class ProjectAgentViewSet(
 ):
     """Agent instances of one project. Deleting one terminates it; the row stays."""
 
+    lookup_value_regex = UUID
     serializer_class = serializers.AgentInstanceSerializer
     lookup_url_kwarg = "agent_id"
     filterset_fields = ["status", "agent_type"]

@@ -28,9 +28,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from langhost.api import Conflict, Gone, Unprocessable
+from langhost.parsers import StrictJSONParser
 from ledger.models import Artifact, Conversation
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors.runs import clamp_limit
@@ -269,6 +271,7 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
     lookup_url_kwarg = "name"
     lookup_value_regex = r"[^/]+"
     serializer_class = ArtifactUploadSerializer
+    parser_classes = [StrictJSONParser, MultiPartParser]
 
     def get_queryset(self):  # only for schema generation: artifacts are read through the service
         return Artifact.objects.none()

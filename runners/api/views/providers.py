@@ -6,7 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser, IsSuperuserOrReadOnly
-from langhost.api import Conflict
+from langhost.api import UUID, Conflict
 from runners.api.serializers import providers as serializers
 from runners.models import LLMModel, ModelProvider
 
@@ -14,6 +14,7 @@ from runners.models import LLMModel, ModelProvider
 class ModelProviderViewSet(viewsets.ModelViewSet):
     """Model providers (endpoints and their keys): superusers only, reading included."""
 
+    lookup_value_regex = UUID
     queryset = ModelProvider.objects.all()
     serializer_class = serializers.ModelProviderSerializer
     permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuser]
@@ -33,6 +34,7 @@ class ModelProviderViewSet(viewsets.ModelViewSet):
 class LLMModelViewSet(viewsets.ModelViewSet):
     """Models agents name: readable by everyone signed in, written (and tested) by superusers."""
 
+    lookup_value_regex = UUID
     queryset = LLMModel.objects.select_related("provider")
     serializer_class = serializers.LLMModelSerializer
     permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuserOrReadOnly]

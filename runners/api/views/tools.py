@@ -4,6 +4,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser
+from langhost.api import UUID
 from runners.api.serializers import tools as serializers
 from runners.models import McpServer
 from runners.tools.mcp_servers import refresh_tools_sync
@@ -12,6 +13,7 @@ from runners.tools.mcp_servers import refresh_tools_sync
 class McpServerViewSet(viewsets.ModelViewSet):
     """MCP servers agent types name: superusers only, reading included."""
 
+    lookup_value_regex = UUID
     queryset = McpServer.objects.all()
     serializer_class = serializers.McpServerSerializer
     permission_classes = viewsets.ModelViewSet.permission_classes + [IsSuperuser]

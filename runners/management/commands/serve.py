@@ -40,12 +40,14 @@ class Command(BaseCommand):
 
 def serve(host: str, port: int) -> None:
     # daphne.server installs Twisted's asyncio reactor: imported before anything else of Twisted.
+    from daphne import http_protocol
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
 
     from langhost.asgi import application
     from runners.execution.process import host_process
 
+    _pass_bodies_through(http_protocol.WebRequest)
     server = Server(application=application, signal_handlers=False, verbosity=0,
                     endpoints=build_endpoint_description_strings(host=host, port=port))
     stopping: list[asyncio.Task] = []
@@ -68,3 +70,16 @@ def serve(host: str, port: int) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.run()
+
+
+def _pass_bodies_through(request_class) -> None:
+    """Daphne hands Django the raw body; Twisted would also parse a multipart body into its own
+    `args` first (memory for nothing) and answer a malformed one with a bare, bodiless 400
+    before Django could answer it as JSON."""
+    init = request_class.__init__
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("parsePOSTFormSubmission", False)
+        init(self, *args, **kwargs)
+
+    request_class.__init__ = __init__
