@@ -18,8 +18,9 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
 from rest_framework.exceptions import AuthenticationFailed
-from rest_framework_simplejwt.authentication import JWTAuthentication
 from rest_framework_simplejwt.exceptions import InvalidToken, TokenError
+
+from accounts.authentication import RevocableJWTAuthentication
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -58,7 +59,7 @@ def origin_allowed(scope) -> bool:
 @database_sync_to_async
 def user_for_token(raw_token: str):
     """The active user a valid access token names, or AnonymousUser."""
-    authentication = JWTAuthentication()
+    authentication = RevocableJWTAuthentication()
     try:
         user = authentication.get_user(authentication.get_validated_token(raw_token))
     except (InvalidToken, TokenError, AuthenticationFailed):

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
+    "rest_framework_simplejwt.token_blacklist",
     "accounts",
     "ledger",
     "runners",
@@ -57,7 +59,57 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "runners.middleware.RuntimeStartMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last: answers a sign-in attempt on a locked-out account (accounts/signin.py).
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Scripts only from this origin (the admin, the playground, Swagger UI's split view); inline
+# style attributes stay allowed (Django's admin and Swagger UI set some).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# Production behind one switch: HTTPS only (behind a proxy that sets X-Forwarded-Proto).
+LANGHOST_SECURE = env_bool("LANGHOST_SECURE", False)
+if LANGHOST_SECURE:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+# Failed sign-ins (accounts/signin.py): an account is refused for a while after
+# LANGHOST_SIGNIN_FAILURES failures in a row, on every sign-in door.
+AUTHENTICATION_BACKENDS = [
+    "accounts.signin.AddressThrottleBackend",
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LANGHOST_SIGNIN_ADDRESS_FAILURES = int(os.environ.get("LANGHOST_SIGNIN_ADDRESS_FAILURES", 100))
+# Per address: AddressThrottleBackend, at a higher bar than axes' per-account limit.
+SILENCED_SYSTEM_CHECKS = ["axes.W006"]
+AXES_FAILURE_LIMIT = int(os.environ.get("LANGHOST_SIGNIN_FAILURES", 10))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("LANGHOST_SIGNIN_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_USERNAME_CALLABLE = "accounts.signin.username_of"
+AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
+AXES_DISABLE_ACCESS_LOG = True  # failures are what it is for; successes are not recorded
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "langhost.urls"
 WSGI_APPLICATION = None
@@ -134,7 +186,7 @@ else:
 REST_FRAMEWORK = {
     # JWT first: its `WWW-Authenticate` header makes unauthenticated requests 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework_simplejwt.authentication.JWTAuthentication",
+        "accounts.authentication.RevocableJWTAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -207,5 +259,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LANGHOST_LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"},
+                "axes": {"level": "WARNING"}},
 }

@@ -29,6 +29,7 @@ PUBLIC_OPERATIONS = {
     ("POST", "/api/v1/auth/register"),
     ("POST", "/api/v1/auth/login"),
     ("POST", "/api/v1/auth/refresh"),
+    ("POST", "/api/v1/auth/logout"),  # the refresh token it revokes is the credential
     ("POST", "/api/v1/user/init"),  # LangBot: create the first superuser
     ("POST", "/api/v1/user/auth"),  # LangBot: sign in
 }

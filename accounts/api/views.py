@@ -10,6 +10,7 @@ from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.api import serializers
+from accounts.authentication import require_current
 from accounts.models import Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
 from accounts.tokens import token_pair
@@ -35,8 +36,9 @@ class LoginView(APIView):
     def post(self, request):
         serializer = serializers.LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        # Django's request, where the sign-in throttle (axes) marks a locked-out account.
         user = authenticate(
-            request,
+            request._request,
             email=serializer.validated_data["email"].lower(),
             password=serializer.validated_data["password"],
         )
@@ -53,11 +55,31 @@ class RefreshView(APIView):
     def post(self, request):
         serializer = serializers.RefreshSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            refresh = RefreshToken(serializer.validated_data["refresh_token"])
-        except TokenError as exc:
-            raise exceptions.AuthenticationFailed(f"Invalid refresh token: {exc}") from exc
+        refresh = _refresh_token(serializer.validated_data["refresh_token"])
+        user = User.objects.filter(pk=refresh.get("user_id")).first()
+        require_current(refresh, user)  # not for a deleted, deactivated or re-passworded user
         return Response({"access_token": str(refresh.access_token), "token_type": "bearer"})
+
+
+class LogoutView(APIView):
+    """Revoke a refresh token: it issues no more access tokens."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=serializers.RefreshSerializer, responses={204: None})
+    def post(self, request):
+        serializer = serializers.RefreshSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        _refresh_token(serializer.validated_data["refresh_token"]).blacklist()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _refresh_token(text: str) -> RefreshToken:
+    """The refresh token `text`, if valid and not revoked."""
+    try:
+        return RefreshToken(text)
+    except TokenError as exc:
+        raise exceptions.AuthenticationFailed(f"Invalid refresh token: {exc}") from exc
 
 
 class MeView(generics.RetrieveAPIView):

@@ -1,5 +1,5 @@
 def test_browsable_api_works_with_admin_session(client, superuser, password, project):
-    assert client.login(email=superuser.email, password=password)
+    client.force_login(superuser)
 
     response = client.get("/api/v1/projects", HTTP_ACCEPT="text/html")
 
@@ -18,7 +18,7 @@ def test_session_from_admin_login_form_authenticates_api(client, superuser, pass
 
 
 def test_browsable_api_renders_agent_list(client, superuser, password, agent):
-    client.login(email=superuser.email, password=password)
+    client.force_login(superuser)
 
     response = client.get(f"/api/v1/projects/{agent.project_id}/agents", HTTP_ACCEPT="text/html")
 
@@ -27,7 +27,7 @@ def test_browsable_api_renders_agent_list(client, superuser, password, agent):
 
 
 def test_browsable_api_renders_agent_types(client, superuser, password, agent_type):
-    client.login(email=superuser.email, password=password)
+    client.force_login(superuser)
 
     response = client.get("/api/v1/agent-types", HTTP_ACCEPT="text/html")
 

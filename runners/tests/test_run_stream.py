@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from accounts.tokens import token_pair
+from accounts.tokens import access_token_for
 from langhost.asgi import application
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
 from runners.execution.orchestrator import Orchestrator, new_run_id
@@ -41,7 +41,7 @@ def add_event(run: AgentRun, sequence: int, type_="message.delta") -> AgentRunEv
 
 
 def access_token(user) -> str:
-    return token_pair(user)["access_token"]
+    return access_token_for(user)
 
 
 def session_cookie(user) -> bytes:

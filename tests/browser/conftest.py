@@ -135,6 +135,7 @@ def browser(browser_server):
     profile = tempfile.mkdtemp(prefix="langhost-chromium-")
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP violations land there
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_script_timeout(scaled(15))
     try:
@@ -166,3 +167,21 @@ def wait_until(condition, timeout: float = 15.0, interval: float = 0.05, what: s
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def csp_violations(driver) -> list[str]:
+    """The console's Content-Security-Policy refusals since the last call."""
+    return [entry["message"] for entry in driver.get_log("browser")
+            if "Content Security Policy" in entry["message"]]
+
+
+@pytest.fixture(autouse=True)
+def no_csp_violation(request):
+    """Every browser test also proves its pages work under the Content-Security-Policy."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    driver = request.getfixturevalue("browser")
+    csp_violations(driver)  # what earlier tests left
+    yield
+    assert csp_violations(driver) == []

@@ -173,3 +173,12 @@ def test_the_dashboard_shows_the_runtime_and_the_runs(browser, browser_server, a
     assert header.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"
     assert dashboard.is_displayed()
     browser.save_screenshot(str(artifacts / "dashboard.png"))
+
+
+def test_swagger_ui_renders_the_api_under_the_content_security_policy(browser, browser_server):
+    browser.get(f"{browser_server.url}/api/docs/")
+
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#swagger-ui .opblock"),
+               what="Swagger UI's operations")
+    policy = browser_server.http.get("/api/docs/").headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "unsafe-eval" not in policy

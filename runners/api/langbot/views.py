@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from accounts.models import User
 from accounts.permissions import IsSuperuser
-from accounts.tokens import token_pair
+from accounts.tokens import access_token_for
 from runners.api.exceptions import status_for
 from runners.api.langbot.serializers import (
     Credentials,
@@ -88,11 +88,12 @@ class UserAuthView(LangBotView):
         credentials, refused = read_credentials(request)
         if refused:
             return refused
-        user = authenticate(request, email=credentials["user"].lower(),
+        # Django's request, where the sign-in throttle (axes) marks a locked-out account.
+        user = authenticate(request._request, email=credentials["user"].lower(),
                             password=credentials["password"])
         if user is None:
             return failure("Incorrect user or password.", status=401)
-        return Response({"code": 0, "msg": "ok", "data": {"token": token_pair(user)["access_token"]}})
+        return Response({"code": 0, "msg": "ok", "data": {"token": access_token_for(user)}})
 
 
 class PipelineMetadataView(LangBotView):
