@@ -16,7 +16,6 @@ The last line reads
 `http: latency_ratio=X throughput_ratio=Y cold_start_s=Z web_rss_mib=W`.
 """
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -36,6 +35,7 @@ from run_overhead import (
     bare_round_trip,
     echo_runtime,
     measure,
+    parse_arguments,
     setup_django,
 )
 
@@ -143,10 +143,7 @@ async def main(runs: int, seconds: float, tmp: Path) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200, help="sequential runs per side")
-    parser.add_argument("--seconds", type=float, default=5.0, help="concurrent phase per side")
-    args = parser.parse_args()
+    args = parse_arguments(__doc__)
     with tempfile.TemporaryDirectory(prefix="langhost-http-bench-") as tmp:
         (Path(tmp) / "bench").mkdir()
         setup_django(Path(tmp) / "bench")  # this process's own side, before the clock starts

@@ -168,11 +168,16 @@ async def main(runs: int, seconds: float, data_dir: Path) -> None:
     print(f"overhead: latency_ratio={latency_ratio:.2f} throughput_ratio={throughput_ratio:.2f}")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_arguments(doc: str) -> argparse.Namespace:
+    """`--runs` and `--seconds`, as every benchmark here takes them."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="sequential runs per side")
     parser.add_argument("--seconds", type=float, default=5.0, help="concurrent phase per side")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    args = parse_arguments(__doc__)
     with tempfile.TemporaryDirectory(prefix="langhost-bench-") as tmp:
         setup_django(Path(tmp))
         asyncio.run(main(args.runs, args.seconds, Path(tmp)))
