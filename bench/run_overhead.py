@@ -40,6 +40,9 @@ def setup_django(data_dir: Path) -> None:
     import django
     from django.core.management import call_command
 
+    from langhost import data_dir as langhost_data_dir
+
+    langhost_data_dir.prepare()  # the secret key, as manage.py makes it
     django.setup()
     call_command("migrate", verbosity=0)
 

@@ -22,6 +22,7 @@ from ledger.models import (
     AgentRunnerState,
     EventLog,
     EventSource,
+    ModelCall,
     RunStatus,
     SteeringItem,
     SteeringStatus,
@@ -97,17 +98,22 @@ class ResultWrite:
 
 
 @sync_to_async
-def record_results(run_id: str, writes: list[ResultWrite]) -> tuple[str, str] | None:
-    """Append results in order with their state writes and transcript entries, in one
-    transaction (one insert per result). When one of them ends the run, the run's final
-    (status, reason) is returned."""
+def record_results(run_id: str, writes: list[ResultWrite],
+                   model_calls: list[dict] = ()) -> tuple[str, str] | None:
+    """Append results in order with their state writes and transcript entries, and the run's
+    model calls made meanwhile (`ModelCall` rows, first: a run's end sums them), in one
+    transaction. When one of the results ends the run, the run's final (status, reason) is
+    returned."""
     ended = None
     with transaction.atomic():
-        insert_rows(AgentRunEvent, [
-            {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
-             "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {}}
-            for w in writes
-        ])
+        if model_calls:
+            insert_rows(ModelCall, list(model_calls))
+        if writes:
+            insert_rows(AgentRunEvent, [
+                {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
+                 "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {}}
+                for w in writes
+            ])
         for write in writes:
             if write.state is not None:
                 _upsert_state(write.state)

@@ -1,9 +1,12 @@
 """What the host does for a run while it streams, written into the run: its tool calls (host
-events) and the replies a runner sends through it (LangBot's `event_reply`).
+events), the replies a runner sends through it (LangBot's `event_reply`), and the model calls
+made on the run's own loop (written with its results).
 
 Both act only when the run streams in this process and has not ended, and they act on the
 run's own loop, which owns its sequence and journal.
 """
+
+import asyncio
 
 from ledger.models import EventSource
 from runners.execution.orchestrator import Orchestrator
@@ -44,3 +47,18 @@ def reply(run_id: str, message: dict) -> bool:
 
     state.loop.call_soon_threadsafe(append)
     return True
+
+
+def journal_model_call(run_id: str, row: dict) -> bool:
+    """Hand the `ModelCall` row to the run's journal when the call was made on the run's own
+    loop (the built-in agent's); False when the caller must write it itself."""
+    state = host_process().active_runs.get(run_id)
+    if state is None or state.finished or state.terminal_written or state.journal is None:
+        return False
+    try:
+        on_its_loop = asyncio.get_running_loop() is state.loop
+    except RuntimeError:
+        on_its_loop = False
+    if on_its_loop:
+        state.journal.add_model_call(row)
+    return on_its_loop

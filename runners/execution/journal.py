@@ -37,11 +37,22 @@ class Journal:
         self.ended: tuple[str, str] | None = None
         self.committed_sequence = 0
         self._committed = asyncio.Event()
+        self.model_calls: list[dict] = []
 
     def add(self, write: ledger.ResultWrite, frame: dict) -> None:
         if self.error is not None:
             raise self.error
         self.pending.append((write, frame))
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.ensure_future(self._write())
+
+    def add_model_call(self, row: dict) -> None:
+        """A model call of this run (a `ModelCall` row), written with the run's results: one
+        transaction, so it never waits on them for the database's one writer (SQLite), and
+        the run's end, written after it, sums it into the run's usage."""
+        if self.error is not None:
+            raise self.error
+        self.model_calls.append(row)
         if self.writer is None or self.writer.done():
             self.writer = asyncio.ensure_future(self._write())
 
@@ -66,10 +77,13 @@ class Journal:
 
     async def _write(self) -> None:
         try:
-            while self.pending:
+            while self.pending or self.model_calls:
                 batch, self.pending = self.pending, []
-                ended = await ledger.record_results(self.run_id, [write for write, _ in batch])
-                self.committed_sequence = batch[-1][0].sequence
+                calls, self.model_calls = self.model_calls, []
+                ended = await ledger.record_results(self.run_id, [write for write, _ in batch],
+                                                    calls)
+                if batch:
+                    self.committed_sequence = batch[-1][0].sequence
                 self.ended = ended or self.ended
                 self._wake()
                 for _, frame in batch:

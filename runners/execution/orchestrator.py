@@ -6,7 +6,6 @@ published to the Channels group `run.<run_id>` for live viewers.
 """
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -240,25 +239,8 @@ class Orchestrator:
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 
     async def _stream(self, state: RunState, payload: dict) -> AsyncIterator[RunMessage]:
-        """The run's messages for its caller, each once the ledger has committed it. A pump
-        reads the runner's results meanwhile, so those that arrive while a write is under way
-        share the next one."""
-        outbox: asyncio.Queue[RunMessage | None] = asyncio.Queue()
-        pump = asyncio.ensure_future(self._pump(state, payload, outbox))
-        try:
-            while (message := await outbox.get()) is not None:
-                await state.journal.durable(message.sequence)
-                yield message
-            await pump  # a runner, runtime or ledger failure is the run's
-        finally:
-            if not pump.done():
-                pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
-
-    async def _pump(self, state: RunState, payload: dict, outbox: asyncio.Queue) -> None:
-        """Read and handle the runner's results until the run ends; what the caller gets goes
-        to `outbox`, then None."""
+        """The run's messages for its caller, each once the ledger has committed it (what the
+        runner sends meanwhile waits in the runtime link)."""
         stream = self._invoke(state, payload)
         watcher = asyncio.ensure_future(self._watch_ledger_cancel(state))
         try:
@@ -271,15 +253,17 @@ class Orchestrator:
                     await self._finish(state, stop.status, stop.reason)
                     return
                 for reply in self._host_replies(state):
-                    outbox.put_nowait(reply)
+                    await state.journal.durable(reply.sequence)
+                    yield reply
                 message = await self._handle(state, raw)
                 if message is not None:
-                    outbox.put_nowait(message)
+                    await state.journal.durable(message.sequence)
+                    yield message
             for reply in self._host_replies(state):
-                outbox.put_nowait(reply)
+                await state.journal.durable(reply.sequence)
+                yield reply
             await self._finish(state, *self._ending(state))
         finally:
-            outbox.put_nowait(None)
             watcher.cancel()
             # Closing the stream cancels the runner on the runtime's side.
             await stream.aclose()

@@ -145,8 +145,11 @@ class _Attempt:
                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                "cached_tokens": usage.cached_tokens, "cost": cost(self.model, usage),
                "latency_ms": self._elapsed_ms(), "first_token_ms": self.first_token_ms}
+        from runners.execution import host_events  # the run loop imports this module
+
         try:
-            await record_model_call(**row)
+            if not host_events.journal_model_call(row.get("run_id") or "", row):
+                await record_model_call(**row)
         except Exception:  # the caller's answer matters more than its ledger row
             logger.exception("Could not record a call to model %s", self.model.name)
 
