@@ -1,29 +1,41 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
-Static files (the admin's CSS and JavaScript, and LangHost's own) are served by Django's
+Django's handler reuses its request threads (langhost/handlers.py). Static files (the admin's CSS and JavaScript, and LangHost's own) are served by Django's
 staticfiles handler, so a plain `daphne langhost.asgi:application` shows a complete admin
 with no web server in front and nothing loaded from elsewhere.
 """
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 from langhost import data_dir
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
 data_dir.prepare()
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application() does
+
+from langhost.handlers import ASGIHandler  # noqa: E402
+
+django_asgi_app = ASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from accounts.channels_auth import TokenAuthMiddlewareStack  # noqa: E402
+from runners.plugins.gateway import start_in_background  # noqa: E402
 from runners.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": ASGIStaticFilesHandler(django_asgi_app),
         "websocket": TokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )
+
+
+async def application(scope, receive, send):
+    # Daphne has no start-up hook for applications: the first connection starts the runtime
+    # (`manage.py serve` starts it with the process, and this is then a no-op).
+    start_in_background()
+    await router(scope, receive, send)

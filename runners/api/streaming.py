@@ -1,14 +1,15 @@
 """Response bodies of the endpoints that start runs.
 
-The run happens while the body streams, on the event loop, never holding Django's shared
-sync thread: NDJSON frames as results arrive (`?stream=1`), or one JSON outcome at the end.
-Closing the response early (the client went away) closes the run: it ends
-`consumer_cancelled` at once.
+The run happens on the event loop, never holding a thread: NDJSON frames streamed as results
+arrive (`?stream=1`), or one JSON outcome once it has ended, awaited by the (async) view.
+A client that goes away closes the run either way (Django closes the stream, or cancels the
+view): it ends `consumer_cancelled` at once.
 """
 
 import json
+from contextlib import aclosing
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import status
 
 from runners.api.serializers.conversations import MessageOutcomeSerializer
@@ -25,14 +26,24 @@ def ndjson(frame: dict) -> str:
     return json.dumps(frame, default=str) + "\n"
 
 
-def response(body, stream: bool) -> StreamingHttpResponse:
-    return StreamingHttpResponse(
-        body, status=status.HTTP_201_CREATED,
-        content_type="application/x-ndjson" if stream else "application/json")
+async def response(body, stream: bool, status_code: int = status.HTTP_201_CREATED):
+    """NDJSON streamed as `body` yields it, or the JSON `body` yields once, as a whole."""
+    if stream:
+        return StreamingHttpResponse(body, status=status_code,
+                                     content_type="application/x-ndjson")
+    async with aclosing(body):
+        content = "".join([chunk async for chunk in body])
+    return HttpResponse(content, status=status_code, content_type="application/json")
+
+
+# Built once: a serializer's fields are deep-copied for each instance, and these are only
+# read.
+_RUN_OUTCOME = RunOutcomeSerializer()
+_MESSAGE_OUTCOME = MessageOutcomeSerializer()
 
 
 def run_outcome(outcome: dict) -> dict:
-    return RunOutcomeSerializer(outcome).data
+    return _RUN_OUTCOME.to_representation(outcome)
 
 
 async def run_body(prepared: door.PreparedRun, stream: bool):
@@ -59,11 +70,11 @@ def reply_of(message_data: dict | None) -> dict | None:
 
 
 def message_outcome(outcome: dict, agent_name: str, reply: dict | None) -> dict:
-    return MessageOutcomeSerializer({
+    return _MESSAGE_OUTCOME.to_representation({
         "run_id": outcome.get("run_id"), "agent": agent_name, "status": outcome.get("status"),
         "status_reason": outcome.get("status_reason") or "", "reply": reply,
         "usage": outcome.get("usage"), "conversation_id": outcome.get("conversation_id"),
-        "event_id": outcome.get("event_id")}).data
+        "event_id": outcome.get("event_id")})
 
 
 async def message_body(prepared: door.PreparedRun, stream: bool):

@@ -457,7 +457,8 @@ class Orchestrator:
         return message
 
     def _host_event(self, state: RunState, type_: str, data: dict) -> None:
-        logger.warning("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
+        # The run's timeline records it; the log only mirrors it (a runner may do this often).
+        logger.info("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
         self._append(state, type_, data, None, None, source=EventSource.HOST)
 
     async def _publish(self, run_id: str, event: dict) -> None:

@@ -5,8 +5,9 @@ those runs, their heartbeat, and the gateway to the plugin runtime. Everything l
 lives on one loop: the process's own, a daemon thread started on first use. So sync callers
 (admin pages, views through `async_to_sync`, each on a throwaway loop) and the server's loop
 all reach the same gateway, and a runtime spawned by it lives as long as the process. A
-command or test that keeps a long-lived loop of its own may bind its gateway there instead
-(`use_gateway`).
+process whose own loop lives as long as it does (the server's, the runtime worker's) adopts
+that loop instead (`adopt_running_loop`): its requests then reach the gateway without crossing
+threads. A test may bind a gateway to its own loop (`use_gateway`).
 """
 
 import asyncio
@@ -51,6 +52,14 @@ class HostProcess:
                 threading.Thread(target=self._loop.run_forever, name="langhost-process",
                                  daemon=True).start()
             return self._loop
+
+    def adopt_running_loop(self) -> None:
+        """The running loop, which lives as long as the process, becomes the process's loop
+        (before anything used the process's own thread)."""
+        with self._lock:
+            if self._loop is not None:
+                raise RuntimeError("the process loop is already running elsewhere")
+            self._loop = asyncio.get_running_loop()
 
     def gateway(self, make: Callable[[], "Gateway"]) -> LoopBoundGateway:
         """The process's gateway; the first call makes it (`make()`), bound to the process's

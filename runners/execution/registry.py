@@ -118,11 +118,17 @@ def _available(runner_id: str) -> RunnerDescriptor | None:
     return RunnerDescriptor.objects.filter(pk=runner_id, available=True).first()
 
 
-async def get_descriptor(runner_id: str, rediscover) -> RunnerDescriptor:
-    """The available descriptor; on a miss, `rediscover()` once before giving up."""
+def cached_descriptor(runner_id: str) -> RunnerDescriptor | None:
     cached = _cache.get(runner_id)
     if cached and cached[0] > time.monotonic():
         return cached[1]
+    return None
+
+
+async def get_descriptor(runner_id: str, rediscover) -> RunnerDescriptor:
+    """The available descriptor; on a miss, `rediscover()` once before giving up."""
+    if cached := cached_descriptor(runner_id):
+        return cached
     descriptor = await _available(runner_id)
     if descriptor is None and parse_plugin_runner_id(runner_id):
         await rediscover()

@@ -26,6 +26,7 @@ from runners.execution.process import host_process
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins import folders
 from runners.plugins.host import DjangoHost, installation_for_sync
+from runners.plugins.loop_bound import submit
 from runners.plugins.requirements import install_requirements
 from runners.plugins.runtime.link import RuntimeLink
 from runners.plugins.worker import ChannelGateway
@@ -365,6 +366,8 @@ def require_runner_sync(runner_id: str) -> RunnerDescriptor:
 
     Raises `registry.RunnerNotFound`.
     """
+    if cached := registry.cached_descriptor(runner_id):
+        return cached  # no hop to the loop and back
 
     async def lookup():
         return await registry.get_descriptor(runner_id, get_gateway().discover)
@@ -384,6 +387,23 @@ def _plugin_id(plugin: dict) -> str:
     """`author/name` of one `list_plugins` entry (its raw manifest's metadata)."""
     metadata = ((plugin.get("manifest") or {}).get("manifest") or {}).get("metadata") or {}
     return f"{metadata.get('author')}/{metadata.get('name')}"
+
+
+_starting = None
+
+
+def start_in_background() -> None:
+    """Start this process's gateway and discover its runners, once, without waiting: the
+    admin and the API list plugin runners as soon as the runtime has them."""
+    global _starting
+    if _starting is None:
+        _starting = submit(get_gateway().discover(), host_process().loop)
+        _starting.add_done_callback(_log_start_failure)
+
+
+def _log_start_failure(started) -> None:
+    if not started.cancelled() and started.exception() is not None:
+        logger.warning("runtime start failed: %s", started.exception())
 
 
 def get_gateway() -> Gateway:

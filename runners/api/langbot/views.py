@@ -6,9 +6,10 @@ otherwise; these views keep that shape.
 
 import json
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth import authenticate
 from django.db import transaction
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -17,6 +18,7 @@ from rest_framework.views import APIView
 from accounts.models import User
 from accounts.permissions import IsSuperuser
 from accounts.tokens import access_token_for
+from langhost.async_views import AsyncDispatch
 from runners.api.exceptions import status_for
 from runners.api.langbot.serializers import (
     Credentials,
@@ -117,29 +119,28 @@ class PipelineMetadataView(LangBotView):
         }})
 
 
-async def debug_run_body(prepared: door.PreparedRun):
-    """One JSON document: the runner's message.completed result, or why there was none."""
+async def debug_reply(prepared: door.PreparedRun) -> dict:
+    """The runner's message.completed result, or why there was none."""
     try:
         outcome = await door.run_to_end(prepared)
     except RunRefused as exc:
-        yield json.dumps({"code": 1, "msg": str(exc)})
-        return
+        return {"code": 1, "msg": str(exc)}
     completed = next((m for m in outcome["messages"] if m["type"] == "message.completed"), None)
     if completed is None:
-        yield json.dumps({"code": 1, "msg": f"Run {outcome['status']}: {outcome['status_reason']}",
-                          "data": {"run_id": outcome["run_id"], "status": outcome["status"]}})
-        return
-    yield json.dumps({"code": 0, "msg": "ok", "data": completed}, default=str)
+        return {"code": 1, "msg": f"Run {outcome['status']}: {outcome['status_reason']}",
+                "data": {"run_id": outcome["run_id"], "status": outcome["status"]}}
+    return {"code": 0, "msg": "ok", "data": completed}
 
 
-class DebugPluginActionView(LangBotView):
-    """`run_agent`: run a plugin runner with a context, through the one door."""
+class DebugPluginActionView(AsyncDispatch, LangBotView):
+    """`run_agent`: run a plugin runner with a context, through the one door; the run happens
+    on the event loop, and a client that goes away cancels it."""
 
     permission_classes = [IsSuperuser]
 
     @extend_schema(request=DebugAction, responses={200: DebugActionReplySerializer,
                                                    400: LangBotReplySerializer})
-    def post(self, request):
+    async def post(self, request):
         body = DebugAction(data=request.data)
         if not body.is_valid():
             return failure(f"Invalid input: {', '.join(body.errors)}")
@@ -154,7 +155,7 @@ class DebugPluginActionView(LangBotView):
         event = context.get("event") or {}
         conversation = context.get("conversation") or {}
         try:
-            prepared = door.prepare_runner_run(
+            prepared = await sync_to_async(door.prepare_runner_run)(
                 door.Caller(request.user), runner_id=runner_id, binding_prefix="debug",
                 runner_config=dict(context.get("config") or {}),
                 timeout=body.validated_data.get("timeout"), event_id=event.get("event_id"),
@@ -164,7 +165,8 @@ class DebugPluginActionView(LangBotView):
             )
         except Refused as exc:
             return failure(exc.detail, status=status_for(exc))
-        return StreamingHttpResponse(debug_run_body(prepared), content_type="application/json")
+        return HttpResponse(json.dumps(await debug_reply(prepared), default=str),
+                            content_type="application/json")
 
 
 def _field_errors(errors, prefix: str = "") -> str:

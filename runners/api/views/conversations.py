@@ -21,6 +21,7 @@ import base64
 import binascii
 import re
 
+from asgiref.sync import sync_to_async
 from django.utils.dateparse import parse_datetime
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -32,6 +33,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from langhost.api import Conflict, Gone, Unprocessable
+from langhost.async_views import AsyncDispatch
 from langhost.parsers import StrictJSONParser
 from ledger.models import Artifact, Conversation
 from ledger.selectors import conversations as conversation_selectors
@@ -159,7 +161,7 @@ class AgentScopedMixin:
 
 # --- conversations ------------------------------------------------------------------------
 
-class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
+class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSet):
     """A user's conversations with one agent instance."""
 
     lookup_url_kwarg = "conversation_id"
@@ -252,15 +254,15 @@ class ConversationViewSet(AgentScopedMixin, viewsets.GenericViewSet):
             (201, "application/x-ndjson"): MESSAGE_STREAM_FRAME,
         })
     @action(detail=True, methods=["post"])
-    def messages(self, request, conversation_id=None, **kwargs):
+    async def messages(self, request, conversation_id=None, **kwargs):
         """Send a message; the answering agent of the tree replies (see module doc)."""
         base = request.build_absolute_uri(request.path.rsplit("/messages", 1)[0])
-        prepared = door.prepare_agent_run(
+        prepared = await sync_to_async(door.prepare_agent_run)(
             door.Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
             parts=message_parts(request.data), artifact_url=f"{base}/artifacts")
         stream = streaming.wants_stream(request)
-        return streaming.response(streaming.message_body(prepared, stream), stream)
+        return await streaming.response(streaming.message_body(prepared, stream), stream)
 
 
 # --- artifacts ----------------------------------------------------------------------------

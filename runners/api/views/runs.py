@@ -1,10 +1,10 @@
-"""Runs and runners over DRF.
+"""Runs and runners over DRF, dispatched on the event loop (`langhost.async_views`).
 
-Starting a run asks the one door (`runners.conversations.services`), then answers with a
-body that runs it as it streams (`runners.api.streaming`).
+Starting a run asks the one door (`runners.conversations.services`) in one thread hop, then
+answers with a body that runs it on the loop as it streams (`runners.api.streaming`).
 """
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser
 from langhost.api import Unprocessable
+from langhost.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
 from runners.api import streaming
@@ -33,7 +34,7 @@ from runners.plugins.gateway import get_gateway
 from runners.plugins.runtime.errors import RuntimeLinkError
 
 
-class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Start runs, list them, read their events, cancel them."""
 
     serializer_class = RunSerializer
@@ -69,22 +70,13 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             (201, "application/x-ndjson"): RUN_STREAM_FRAME,
         },
     )
-    def create(self, request, *args, **kwargs):
+    async def create(self, request, *args, **kwargs):
         serializer = RunRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        caller = door.Caller(request.user)
-        common = {"event_input": data["input"], "event_id": data.get("event_id"),
-                  "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout")}
-        if data.get("event"):
-            common.update(event_type=data["event"]["type"], event_data=data["event"]["data"])
-        if data.get("agent_id"):
-            prepared = door.prepare_agent_run(caller, agent_id=data["agent_id"], **common)
-        else:
-            prepared = door.prepare_runner_run(caller, runner_id=data.get("runner_id"),
-                                               binding_id=data.get("binding_id"), **common)
+        prepared = await sync_to_async(prepare)(door.Caller(request.user),
+                                                serializer.validated_data)
         stream = streaming.wants_stream(request)
-        return streaming.response(streaming.run_body(prepared, stream), stream)
+        return await streaming.response(streaming.run_body(prepared, stream), stream)
 
     @extend_schema(responses=RunEventSerializer(many=True),
                    parameters=[OpenApiParameter("after_sequence", int)])
@@ -101,17 +93,29 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses=RunSerializer)
     @action(detail=True, methods=["post"])
-    def cancel(self, request, run_id=None):
-        run = self.get_object()
+    async def cancel(self, request, run_id=None):
+        run = await sync_to_async(self.get_object)()
         if run.is_terminal:
             raise Unprocessable(f"Run {run.run_id} already ended with status '{run.status}'.",
                                 current_status=run.status)
-        async_to_sync(Orchestrator.cancel)(run.run_id, f"cancelled by {request.user.email}")
-        run.refresh_from_db()
+        await Orchestrator.cancel(run.run_id, f"cancelled by {request.user.email}")
+        await run.arefresh_from_db()
         return Response(RunSerializer(run).data)
 
 
-class RunnerViewSet(viewsets.ReadOnlyModelViewSet):
+def prepare(caller: door.Caller, data: dict) -> door.PreparedRun:
+    """The one door's answer to a `POST /runs` body."""
+    common = {"event_input": data["input"], "event_id": data.get("event_id"),
+              "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout")}
+    if data.get("event"):
+        common.update(event_type=data["event"]["type"], event_data=data["event"]["data"])
+    if data.get("agent_id"):
+        return door.prepare_agent_run(caller, agent_id=data["agent_id"], **common)
+    return door.prepare_runner_run(caller, runner_id=data.get("runner_id"),
+                                   binding_id=data.get("binding_id"), **common)
+
+
+class RunnerViewSet(AsyncDispatch, viewsets.ReadOnlyModelViewSet):
     """Runner descriptors: plugin runners from the runtime and built-in ones."""
 
     serializer_class = RunnerSerializer
@@ -123,28 +127,19 @@ class RunnerViewSet(viewsets.ReadOnlyModelViewSet):
                                             503: OpenApiResponse(description="The runtime "
                                                                  "could not be asked.")})
     @action(detail=False, methods=["post"], permission_classes=[IsSuperuser])
-    def refresh(self, request):
+    async def refresh(self, request):
         """Ask the runtime for its runners now."""
-
-        async def discover():
-            return await get_gateway().discover()
-
         try:
-            async_to_sync(discover)()
+            await get_gateway().discover()
         except (RuntimeLinkError, RuntimeError, TimeoutError) as exc:
             raise RuntimeUnreachable(
                 f"The runtime could not be asked for its runners: {exc}") from None
-        return self.list(request)
+        return await sync_to_async(self.list)(request)
 
     @extend_schema(responses=OpenApiResponse(
         OpenApiTypes.OBJECT, description="`{mode, state, state_reason, connected_since, uptime, "
         "last_error, pid, sessions, ...}`"))
     @action(detail=False, permission_classes=[IsSuperuser])
-    def runtime(self, request):
+    async def runtime(self, request):
         """The runtime link's state: mode, state, uptime, last error."""
-
-        async def runtime_status():
-            return await get_gateway().status()
-
-        return Response(async_to_sync(runtime_status)())
-
+        return Response(await get_gateway().status())

@@ -43,11 +43,14 @@ def serve(host: str, port: int) -> None:
     from daphne import http_protocol
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
+    from twisted.internet import reactor
 
     from langhost.asgi import application
     from runners.execution.process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
+    loop = reactor._asyncioEventloop
+    loop.call_soon(_start_runtime)  # the loop's first step, before any request is taken
     server = Server(application=application, signal_handlers=False, verbosity=0,
                     endpoints=build_endpoint_description_strings(host=host, port=port))
     stopping: list[asyncio.Task] = []
@@ -59,9 +62,6 @@ def serve(host: str, port: int) -> None:
         server.stop()
 
     def on_signal(signum, frame) -> None:
-        from twisted.internet import reactor
-
-        loop = reactor._asyncioEventloop
         if stopping:  # asked twice: stop now
             loop.call_soon_threadsafe(server.stop)
         else:
@@ -70,6 +70,16 @@ def serve(host: str, port: int) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.run()
+
+
+def _start_runtime() -> None:
+    """The server's loop becomes the process's loop, so requests reach the gateway without
+    crossing threads, and the runtime starts now rather than with the first request."""
+    from runners.execution.process import host_process
+    from runners.plugins.gateway import start_in_background
+
+    host_process().adopt_running_loop()
+    start_in_background()
 
 
 def _pass_bodies_through(request_class) -> None:

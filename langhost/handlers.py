@@ -1,0 +1,37 @@
+"""Django's ASGI handler, with request threads that are kept rather than made per request.
+
+Django runs each request's sync work (a sync view, a database call from async code, signal
+receivers) on a thread of its own, so a slow admin page never holds up another request: it
+makes a thread for every request, and one more to join it at the end. Starting a thread blocks
+the event loop until the thread runs, which under load costs more than the request's own
+work. `ASGIHandler` keeps that one-thread-per-request rule with threads that are reused: a
+request borrows an idle single-thread executor (or makes one) and gives it back when it ends.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import ThreadSensitiveContext
+from django.core.handlers import asgi
+
+# Executors kept for the next requests; past a burst, the ones beyond this are shut down.
+IDLE_EXECUTORS_KEPT = 32
+
+
+class ASGIHandler(asgi.ASGIHandler):
+    def __init__(self):
+        super().__init__()
+        self.idle: list[ThreadPoolExecutor] = []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = self.idle.pop() if self.idle else ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="langhost-request")
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            if len(self.idle) < IDLE_EXECUTORS_KEPT:
+                self.idle.append(executor)
+            else:
+                executor.shutdown(wait=False)
