@@ -4,15 +4,15 @@ every token of that user, and a deleted user's tokens authenticate nobody.
 Each token carries `pwd`, a digest of the user's password hash (Django's session auth hash, the
 same that signs sessions out on a password change), checked against the user as loaded.
 
-Verifying a token's signature costs microseconds; loading its user costs a database query, and
-from async code a thread hop. So users are kept for `USER_CACHE_SECONDS`: a change saved in this
-process (password, deactivation, deletion) takes effect at once, one saved by another process
-within that time.
+Checking a token and loading its user cost more than most API calls: so for
+`USER_CACHE_SECONDS` a token already checked is taken as checked (never past its expiry), and
+its user as loaded. A change saved in this process (password, deactivation, deletion) takes
+effect at once, one saved by another process within that time.
 """
 
 import copy
 import threading
-from time import monotonic
+from time import monotonic, time
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
@@ -27,6 +27,9 @@ USER_CACHE_SECONDS = 5.0
 # user id → (monotonic expiry, the user as loaded, or None for no such user)
 _users: dict[object, tuple[float, object]] = {}
 _users_lock = threading.Lock()
+# raw token → (monotonic expiry, the validated token); emptied when it grows past its size
+_tokens: dict[bytes, tuple[float, object]] = {}
+TOKENS_KEPT = 10_000
 
 
 def password_digest(user) -> str:
@@ -83,6 +86,18 @@ class RevocableJWTAuthentication(JWTAuthentication):
     """simplejwt's JWT authentication with revocable tokens and cached users. A cached user
     the token does not match is loaded afresh before the token is refused. `aauthenticate`
     answers on the event loop whenever the user is cached (langhost.async_views)."""
+
+    def get_validated_token(self, raw_token):
+        key = raw_token if isinstance(raw_token, bytes) else raw_token.encode()
+        entry = _tokens.get(key)
+        if entry is not None and entry[0] > monotonic():
+            return entry[1]
+        validated_token = super().get_validated_token(raw_token)
+        lifetime = min(USER_CACHE_SECONDS, validated_token["exp"] - time())
+        if len(_tokens) >= TOKENS_KEPT:
+            _tokens.clear()
+        _tokens[key] = (monotonic() + lifetime, validated_token)
+        return validated_token
 
     def get_user(self, validated_token):
         user_id = _user_id(validated_token)

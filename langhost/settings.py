@@ -139,6 +139,9 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _sq
 # A connection that a database restart broke is replaced at its next use instead of failing
 # every query of a long-lived process (the runtime worker) until that process restarts.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Request threads are kept (langhost/handlers.py), and so are their connections: opening one
+# (with SQLite's pragmas) cost more than the queries of a run.
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("LANGHOST_DB_CONN_MAX_AGE", 600))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the run loop write while admin pages read; IMMEDIATE avoids
     # "database is locked" upgrades from read to write transactions. synchronous=NORMAL keeps

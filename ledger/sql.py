@@ -122,3 +122,36 @@ def update_rows(model, values: dict, where: str, where_params: list) -> int:
         cursor.execute(f"UPDATE {table.name} SET {assignments} WHERE {where}",
                        params + list(where_params))
         return cursor.rowcount
+
+
+def first_row(model, names: tuple[str, ...], where: str, where_params: list,
+              order_by: str = "") -> dict | None:
+    """The first row matching `where` (SQL over column names) as field name → value, converted
+    as the ORM converts it (JSON, datetimes), or None."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    key = (model, connection.vendor, names)
+    reader = _readers.get(key)
+    if reader is None:
+        quote = connection.ops.quote_name
+        fields = [model._meta.get_field(name) for name in names]
+        reader = _readers[key] = (
+            ", ".join(quote(field.column) for field in fields),
+            [(field, connection.ops.get_db_converters(field.cached_col)
+              + field.get_db_converters(connection)) for field in fields])
+    columns, converters = reader
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM {_table(model, connection).name} WHERE {where}"
+                       + (f" ORDER BY {order_by}" if order_by else "") + " LIMIT 1",
+                       list(where_params))
+        values = cursor.fetchone()
+    if values is None:
+        return None
+    row = {}
+    for value, (field, field_converters) in zip(values, converters, strict=True):
+        for convert in field_converters:
+            value = convert(value, field.cached_col, connection)
+        row[field.name] = value
+    return row
+
+
+_readers: dict[tuple, tuple] = {}

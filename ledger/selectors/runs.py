@@ -4,26 +4,34 @@ import asyncio
 
 from asgiref.sync import sync_to_async
 
+from ledger import sql
 from ledger.models import TERMINAL_STATUSES, AgentRun, AgentRunEvent, EventLog, Transcript
 
 FOLLOW_POLL_SECONDS = 0.1
+OUTCOME_FIELDS = ("run_id", "event_id", "agent_id", "binding_id", "runner_id",
+                  "conversation_id", "thread_id", "project_id", "status", "status_reason",
+                  "usage_json", "cost_json", "created_at", "started_at", "finished_at",
+                  "deadline_at", "cancel_requested_at")
 
 
 def epoch(value) -> int | None:
     return int(value.timestamp()) if value else None
 
 
-def run_dict(run: AgentRun) -> dict:
+def outcome_dict(row: dict) -> dict:
+    """A run's outcome from its `OUTCOME_FIELDS`."""
+    started, finished = row["started_at"], row["finished_at"]
     return {
-        "run_id": run.run_id, "event_id": run.event_id, "agent_id": run.agent_id or None,
-        "binding_id": run.binding_id, "runner_id": run.runner_id,
-        "conversation_id": run.conversation_id or None, "thread_id": run.thread_id or None,
-        "project_id": run.project_id or None, "status": run.status,
-        "status_reason": run.status_reason, "usage": run.usage_json, "cost": run.cost_json,
-        "created_at": run.created_at, "started_at": run.started_at,
-        "finished_at": run.finished_at, "deadline_at": run.deadline_at,
-        "cancel_requested_at": run.cancel_requested_at,
-        "duration_seconds": run.duration_seconds,
+        "run_id": row["run_id"], "event_id": row["event_id"],
+        "agent_id": row["agent_id"] or None, "binding_id": row["binding_id"],
+        "runner_id": row["runner_id"], "conversation_id": row["conversation_id"] or None,
+        "thread_id": row["thread_id"] or None, "project_id": row["project_id"] or None,
+        "status": row["status"], "status_reason": row["status_reason"],
+        "usage": row["usage_json"], "cost": row["cost_json"],
+        "created_at": row["created_at"], "started_at": started, "finished_at": finished,
+        "deadline_at": row["deadline_at"], "cancel_requested_at": row["cancel_requested_at"],
+        "duration_seconds": (finished - started).total_seconds() if started and finished
+        else None,
     }
 
 
@@ -35,16 +43,17 @@ def event_dict(event: AgentRunEvent) -> dict:
     }
 
 
+# Read on every run's end: lean SQL (ledger.sql), not a compiled queryset.
 @sync_to_async
 def run_outcome(run_id: str) -> dict:
-    run = AgentRun.objects.filter(run_id=run_id).first()
-    return run_dict(run) if run else {"run_id": run_id, "status": None}
+    row = sql.first_row(AgentRun, OUTCOME_FIELDS, "run_id = %s", [run_id])
+    return outcome_dict(row) if row else {"run_id": run_id, "status": None}
 
 
 @sync_to_async
 def run_outcome_for_event(event_id: str) -> dict:
-    run = AgentRun.objects.filter(event_id=event_id).order_by("id").first()
-    return run_dict(run) if run else {"run_id": None, "event_id": event_id, "status": None}
+    row = sql.first_row(AgentRun, OUTCOME_FIELDS, "event_id = %s", [event_id], order_by="id")
+    return outcome_dict(row) if row else {"run_id": None, "event_id": event_id, "status": None}
 
 
 @sync_to_async
