@@ -314,18 +314,23 @@ def _saved_input(caller, agent, conversation, parts, invocation_id, artifact_url
 
 # --- runner and binding runs ----------------------------------------------------------------
 
-def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
+async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
                        binding_id: str | None = None, event_input: dict | None = None,
                        event_id: str | None = None, conversation_id: str | None = None,
                        timeout: float | None = None, source: str = "api",
                        event_type: str | None = None, event_data: dict | None = None,
                        runner_config: dict | None = None,
                        binding_prefix: str = "api") -> PreparedRun:
-    """A run of a runner or a stored binding, named directly: superusers and the operator."""
+    """A run of a runner or a stored binding, named directly: superusers and the operator.
+
+    Async, as its callers are: only a stored binding is read from the database, and the
+    runner's descriptor usually comes from the registry's cache, so a run of a runner costs no
+    thread hop here.
+    """
     if not caller.is_superuser:
         raise Forbidden("Only superusers may run a runner or binding directly.")
     if binding_id:
-        stored = Binding.objects.filter(binding_id=binding_id, enabled=True).first()
+        stored = await Binding.objects.filter(binding_id=binding_id, enabled=True).afirst()
         if stored is None:
             raise InvalidInput("No enabled binding has this id.", field="binding_id")
         binding = bindings.to_protocol(stored)
@@ -338,7 +343,7 @@ def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
         target = f"runner:{runner_id}"
     bindings.with_timeout(binding, timeout)
     try:
-        descriptor = require_runner_sync(binding.runner_id)
+        descriptor = await registry.get_descriptor(binding.runner_id, get_gateway().discover)
     except registry.RunnerNotFound as exc:
         raise InvalidInput(str(exc), field="runner_id") from exc
     require_usage(descriptor, event_type or MESSAGE_EVENT)

@@ -6,7 +6,6 @@ otherwise; these views keep that shape.
 
 import json
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth import authenticate
 from django.db import transaction
 from django.http import HttpResponse
@@ -155,7 +154,7 @@ class DebugPluginActionView(AsyncDispatch, LangBotView):
         event = context.get("event") or {}
         conversation = context.get("conversation") or {}
         try:
-            prepared = await sync_to_async(door.prepare_runner_run)(
+            prepared = await door.prepare_runner_run(
                 door.Caller(request.user), runner_id=runner_id, binding_prefix="debug",
                 runner_config=dict(context.get("config") or {}),
                 timeout=body.validated_data.get("timeout"), event_id=event.get("event_id"),

@@ -73,8 +73,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     async def create(self, request, *args, **kwargs):
         serializer = RunRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        prepared = await sync_to_async(prepare)(door.Caller(request.user),
-                                                serializer.validated_data)
+        prepared = await prepare(door.Caller(request.user), serializer.validated_data)
         stream = streaming.wants_stream(request)
         return await streaming.response(streaming.run_body(prepared, stream), stream)
 
@@ -103,15 +102,16 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         return Response(RunSerializer(run).data)
 
 
-def prepare(caller: door.Caller, data: dict) -> door.PreparedRun:
+async def prepare(caller: door.Caller, data: dict) -> door.PreparedRun:
     """The one door's answer to a `POST /runs` body."""
     common = {"event_input": data["input"], "event_id": data.get("event_id"),
               "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout")}
     if data.get("event"):
         common.update(event_type=data["event"]["type"], event_data=data["event"]["data"])
     if data.get("agent_id"):
-        return door.prepare_agent_run(caller, agent_id=data["agent_id"], **common)
-    return door.prepare_runner_run(caller, runner_id=data.get("runner_id"),
+        return await sync_to_async(door.prepare_agent_run)(caller, agent_id=data["agent_id"],
+                                                           **common)
+    return await door.prepare_runner_run(caller, runner_id=data.get("runner_id"),
                                    binding_id=data.get("binding_id"), **common)
 
 

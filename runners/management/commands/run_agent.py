@@ -37,7 +37,7 @@ class Command(BaseCommand):
                 prepared = await sync_to_async(door.prepare_agent_run)(
                     door.Caller.operator(), agent_id=options["agent"], **common)
             else:
-                prepared = await sync_to_async(door.prepare_runner_run)(
+                prepared = await door.prepare_runner_run(
                     door.Caller.operator(), runner_id=options["runner"], binding_prefix="cli",
                     **common)
         except Refused as exc:
