@@ -22,6 +22,8 @@ from runners.tests.langhost_process import (
     REPO,
     descendants,
     fresh_data_dir,
+    langhost_env,
+    manage,
     start_serve,
     wait_until_serving,
 )
@@ -172,3 +174,14 @@ def test_the_deploy_check_reports_a_missing_security_middleware(settings):
 def deploy_check_ids() -> set[str]:
     return {message.id for message in run_checks(include_deployment_checks=True)
             if not message.is_silenced()}
+
+
+@pytest.mark.e2e
+def test_serve_exits_with_the_reason_when_its_database_cannot_be_prepared(tmp_path):
+    env = langhost_env(tmp_path / "data", tmp_path / "plugins",
+                       DATABASE_URL=f"sqlite:///{tmp_path}/missing/dir/langhost.sqlite3")
+
+    served = manage("serve", "--port", str(free_port()), env=env)
+
+    assert served.returncode == 1
+    assert "LangHost could not start" in served.stderr

@@ -33,7 +33,7 @@ from runners.plugins.worker import ChannelGateway
 
 logger = logging.getLogger(__name__)
 
-DISCOVERY_POLL_SECONDS = 0.25
+DISCOVERY_POLL_SECONDS = 0.05
 DISCOVERY_TIMEOUT_SECONDS = 15.0
 # Plugins start one after another: this long without one coming up, the rest are stragglers.
 PLUGIN_QUIET_SECONDS = 2.5
@@ -108,7 +108,7 @@ class LocalGateway:
     """Owns the runtime link in this process and keeps descriptors in step with it."""
 
     def __init__(self, *, plugins_dir=None, runtime_dir=None, url=None, token=None,
-                 instance=None):
+                 instance=None, database_ready: asyncio.Event | None = None):
         self.plugins_dir = Path(plugins_dir or settings.LANGHOST_PLUGINS_DIR)
         self.runtime_dir = Path(runtime_dir or Path(settings.DATA_DIR) / "runtime")
         self.instance_id = instance or instance_id()
@@ -131,6 +131,12 @@ class LocalGateway:
         # requirements pip could not install (stdio mode only: a runtime of its own (ws)
         # loads its own plugins).
         self._held_back: dict[str, str] = {}
+        # Set once the database can be written (migrated). `manage.py serve` starts the runtime
+        # while it migrates: the plugins are handed over at once, and recorded once it is set.
+        if database_ready is None:
+            database_ready = asyncio.Event()
+            database_ready.set()
+        self.database_ready = database_ready
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -138,8 +144,9 @@ class LocalGateway:
         if self._started:
             return
         self._started = True
-        await sync_to_async(sync_installations_sync)(
-            await asyncio.to_thread(folders.scan, self.plugins_dir), self.instance_id)
+        if self.database_ready.is_set():
+            await sync_to_async(sync_installations_sync)(
+                await asyncio.to_thread(folders.scan, self.plugins_dir), self.instance_id)
         await self.link.start()
         self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
@@ -170,11 +177,19 @@ class LocalGateway:
                                                                            markers)):
                 errors[folder.plugin_id] = error
         self._held_back = errors
-        await sync_to_async(sync_installations_sync)(found, self.instance_id)
-        await sync_to_async(record_held_back_sync)(errors)
+        if self.database_ready.is_set():
+            await self._record_installations(found, errors)
+        else:
+            self._spawn(self._record_installations(found, errors))
         await asyncio.to_thread(prepare_runtime_dir, self.runtime_dir,
                                 [folder.path for folder in found
                                  if folder.plugin_id not in errors])
+
+    async def _record_installations(self, found: list[folders.PluginFolder],
+                                    errors: dict[str, str]) -> None:
+        await self.database_ready.wait()
+        await sync_to_async(sync_installations_sync)(found, self.instance_id)
+        await sync_to_async(record_held_back_sync)(errors)
 
     def _spawn(self, coro) -> None:
         # A fresh context: a task spawned from a request (admin -> async_to_sync) would
@@ -205,6 +220,7 @@ class LocalGateway:
         await self.start()
         async with self._discover_lock:
             await self.link.wait_ready(timeout)
+            await self.database_ready.wait()
             loop = asyncio.get_running_loop()
             give_up = loop.time() + timeout
             expected = await sync_to_async(self._expected_plugins)()

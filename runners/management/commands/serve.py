@@ -3,8 +3,9 @@ import os
 import signal
 import sys
 
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from ledger.services.runs import reap_stale_runs_sync
 
@@ -15,15 +16,20 @@ SHUTDOWN_REASON = "host.shutdown: the server is stopping"
 
 class Command(BaseCommand):
     help = ("Apply migrations, make sure an admin exists, fail the runs of processes that are "
-            "gone, and serve LangHost with daphne in this process. SIGTERM or Ctrl-C stops "
-            "taking requests, cancels the runs in flight (`host.shutdown`) and exits once they "
-            "are journaled.")
+            "gone, and serve LangHost with daphne in this process; the plugin runtime starts "
+            "meanwhile. SIGTERM or Ctrl-C stops taking requests, cancels the runs in flight "
+            "(`host.shutdown`) and exits once they are journaled.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("LANGHOST_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("LANGHOST_PORT", "8000")))
 
     def handle(self, *args, host, port, **options):
+        failure = serve(host, port, lambda: self.prepare_database(host, port))
+        if failure is not None:
+            raise CommandError(f"LangHost could not start: {failure}")
+
+    def prepare_database(self, host: str, port: int) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database is up to date.")
         call_command("ensure_admin")
@@ -35,10 +41,15 @@ class Command(BaseCommand):
         self.stdout.write(f"  admin:    {url}/admin/  (sign in with the admin account's email)")
         self.stdout.write(f"  API docs: {url}/api/docs/")
         sys.stdout.flush()
-        serve(host, port)
 
 
-def serve(host: str, port: int) -> None:
+def serve(host: str, port: int, prepare_database) -> Exception | None:
+    """Run daphne's server on this process's loop until it is stopped; why it could not
+    start, if it could not.
+
+    The loop starts at once: the runtime starts on it while `prepare_database()` runs in a
+    thread, and requests, taken meanwhile, are answered once that is done.
+    """
     # daphne.server installs Twisted's asyncio reactor: imported before anything else of Twisted.
     from daphne import http_protocol
     from daphne.endpoints import build_endpoint_description_strings
@@ -50,10 +61,27 @@ def serve(host: str, port: int) -> None:
 
     _pass_bodies_through(http_protocol.WebRequest)
     loop = reactor._asyncioEventloop
-    loop.call_soon(_start_runtime)  # the loop's first step, before any request is taken
-    server = Server(application=application, signal_handlers=False, verbosity=0,
+    database_ready = asyncio.Event()
+
+    async def once_ready(scope, receive, send):
+        await database_ready.wait()
+        await application(scope, receive, send)
+
+    server = Server(application=once_ready, signal_handlers=False, verbosity=0,
                     endpoints=build_endpoint_description_strings(host=host, port=port))
+    failure: list[Exception] = []
+    starting: list[asyncio.Task] = []
     stopping: list[asyncio.Task] = []
+
+    async def start() -> None:
+        _start_runtime(database_ready)
+        try:
+            await asyncio.to_thread(prepare_database)
+        except Exception as exc:  # reported by handle() once the loop has stopped
+            failure.append(exc)
+            server.stop()
+            return
+        database_ready.set()
 
     async def shut_down() -> None:
         for listening in server.listeners:  # take no more requests
@@ -69,17 +97,30 @@ def serve(host: str, port: int) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    loop.call_soon(lambda: starting.append(loop.create_task(start())))
     server.run()
+    return failure[0] if failure else None
 
 
-def _start_runtime() -> None:
+def _start_runtime(database_ready: asyncio.Event) -> None:
     """The server's loop becomes the process's loop, so requests reach the gateway without
-    crossing threads, and the runtime starts now rather than with the first request."""
+    crossing threads, and the runtime starts now: its plugins are handed over at once and
+    recorded once the database is ready. (A runtime worker elsewhere is asked once it is.)"""
     from runners.execution.process import host_process
-    from runners.plugins.gateway import start_in_background
+    from runners.plugins.gateway import LocalGateway, start_in_background
 
-    host_process().adopt_running_loop()
-    start_in_background()
+    process = host_process()
+    process.adopt_running_loop()
+    if not settings.LANGHOST_RUNTIME_WORKER:
+        process.use_gateway(LocalGateway(database_ready=database_ready))
+        start_in_background()
+    else:
+        asyncio.get_running_loop().create_task(_when_set(database_ready, start_in_background))
+
+
+async def _when_set(event: asyncio.Event, then) -> None:
+    await event.wait()
+    then()
 
 
 def _pass_bodies_through(request_class) -> None:
