@@ -28,6 +28,7 @@ from langbot_plugin.entities.io.errors import (
     ConnectionClosedError,
 )
 from langbot_plugin.runtime.io.connection import Connection
+from langbot_plugin.runtime.io.connections.stdio import StdioConnection
 from langbot_plugin.runtime.io.controllers.ws.client import WebSocketClientController
 from langbot_plugin.runtime.security import PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER
 
@@ -36,7 +37,6 @@ from runners.plugins.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkEr
 from runners.plugins.runtime.host import HostActions
 from runners.plugins.runtime.identity import Identity
 from runners.plugins.runtime.process import free_port, spawn_runtime, stop_runtime
-from runners.plugins.runtime.stdio import LoopStdioConnection
 
 logger = logging.getLogger(__name__)
 runtime_logger = logging.getLogger("langbot.runtime")
@@ -241,7 +241,7 @@ class RuntimeLink:
         self.pid = process.pid
         reading_log = asyncio.create_task(self._read_log(process.stderr))
         try:
-            connection = LoopStdioConnection(
+            connection = StdioConnection(
                 process.stdout,
                 process.stdin,
                 process=process,
