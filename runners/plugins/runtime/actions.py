@@ -10,10 +10,8 @@ frame "ValueError: Action <name> not found".
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any
 
 from langbot_plugin.entities.io.actions.enums import (
@@ -40,30 +38,10 @@ def _error_response(action: str, exc: Exception) -> ActionResponse:
     return ActionResponse.error(str(error), {"error": error.as_error()})
 
 
-# Frames up to this size are parsed and validated on the loop. The SDK hands every frame to a
-# thread so that a huge one cannot stall its loop; for the small frames of a run (a few
-# results) the hand-over costs more than the work.
-INLINE_FRAME_BYTES = 64 * 1024
-# The size of the frame being handled: set where it is decoded, read where its payload is
-# validated (the same task, or one started for that frame).
-_frame_size: ContextVar[int] = ContextVar("langhost_frame_size", default=INLINE_FRAME_BYTES + 1)
-
-
 class HostHandler(Handler):
     """The SDK Handler (framing, seq ids, streams, cancel) with host actions."""
 
     name = "LangHost"
-
-    async def _decode_message(self, message: str, **kwargs: Any) -> Any:
-        _frame_size.set(len(message))
-        if len(message) <= INLINE_FRAME_BYTES:
-            return json.loads(message)
-        return await super()._decode_message(message, **kwargs)
-
-    async def _validate_message_model(self, model_type: Any, payload: Any, **kwargs: Any) -> Any:
-        if _frame_size.get() <= INLINE_FRAME_BYTES:
-            return model_type.model_validate(payload)
-        return await super()._validate_message_model(model_type, payload, **kwargs)
 
     def __init__(self, connection: Any, host: HostActions, *, file_storage_dir: str):
         # cancel_active_tasks_on_close: host work for a dead connection has no
