@@ -87,7 +87,7 @@ async def message_body(prepared: door.PreparedRun, stream: bool):
             yield ndjson({"type": "run.started", "run_id": prepared.run_id, "agent": agent_name,
                           "event_id": prepared.public_event_id})
         messages = []
-        async for message in door.execute(prepared):
+        async for message in door.execute(prepared, wait_durable=stream):
             messages.append(message.as_dict())
             if message.type == "message.completed":
                 reply = reply_of(message.data) or reply

@@ -379,9 +379,10 @@ def _after_run(agent_pk, conversation_id: str | None) -> None:
         conversation_services.touch(conversation_id)
 
 
-async def execute(prepared: PreparedRun) -> AsyncIterator[RunMessage]:
-    """Stream the run's delivered messages; an agent is `working` meanwhile, then `idle` (also
-    when the run fails or the caller goes away). Raises RunRefused if the run cannot start."""
+async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIterator[RunMessage]:
+    """Stream the run's delivered messages (see `Orchestrator.run` for `wait_durable`); an agent
+    is `working` meanwhile, then `idle` (also when the run fails or the caller goes away).
+    Raises RunRefused if the run cannot start."""
     agent_pk = prepared.agent.pk if prepared.agent else None
     if agent_pk:
         await _mark_working(agent_pk)
@@ -389,7 +390,8 @@ async def execute(prepared: PreparedRun) -> AsyncIterator[RunMessage]:
         orchestrator = Orchestrator(get_gateway())
         async with aclosing(orchestrator.run(prepared.event, prepared.binding,
                                              run_id=prepared.run_id,
-                                             agent_name=prepared.agent_name)) as messages:
+                                             agent_name=prepared.agent_name,
+                                             wait_durable=wait_durable)) as messages:
             async for message in messages:
                 yield message
     finally:
@@ -415,6 +417,6 @@ async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> 
 
 async def run_to_end(prepared: PreparedRun) -> dict:
     """Run and collect: the outcome with every delivered message."""
-    messages = [message.as_dict() async for message in execute(prepared)]
+    messages = [message.as_dict() async for message in execute(prepared, wait_durable=False)]
     return await outcome(prepared, messages)
 
