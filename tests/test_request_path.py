@@ -1,7 +1,9 @@
 """The HTTP request path stays on the event loop: middleware, authentication and the hot views
 run there, and only database work goes to a thread."""
 
+import asyncio
 import shutil
+import threading
 import time
 
 import httpx
@@ -185,3 +187,46 @@ def test_serve_exits_with_the_reason_when_its_database_cannot_be_prepared(tmp_pa
 
     assert served.returncode == 1
     assert "LangHost could not start" in served.stderr
+
+
+def serve_one(handler, path: str) -> int:
+    """One GET through `handler` (LangHost's ASGI handler); the response status."""
+    sent, body = [], [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if body:
+            return body.pop()
+        await asyncio.Event().wait()  # the client stays: no disconnect
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "headers": [(b"host", b"localhost")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    async_to_sync(handler)(scope, receive, send)
+    return sent[0]["status"]
+
+
+def test_api_requests_share_one_thread_and_pages_keep_their_own(transactional_db):
+    from django.core.signals import request_started
+
+    from langhost.handlers import ASGIHandler
+
+    threads = []
+
+    def record(**kwargs):
+        threads.append(threading.current_thread().name)
+
+    handler = ASGIHandler()
+    request_started.connect(record)
+    try:
+        for path in ["/api/v1/auth/me", "/api/v1/runs", "/admin/login/", "/admin/login/"]:
+            serve_one(handler, path)
+    finally:
+        request_started.disconnect(record)
+
+    api, also_api, page, next_page = threads
+    assert api == also_api and api.startswith("langhost-api")
+    assert page.startswith("langhost-page") and next_page == page  # kept, not made anew
