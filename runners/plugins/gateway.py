@@ -168,6 +168,7 @@ class LocalGateway:
         """Before each runtime start: install the plugins' requirements, then hand the runtime
         the folders whose requirements are met (as LangBot does, a failed one is not loaded)."""
         self.plugins_dir.mkdir(parents=True, exist_ok=True)
+        self._failed_plugins = set()  # a new runtime is a new chance for every plugin to load
         found = await asyncio.to_thread(folders.scan, self.plugins_dir)
         markers = Path(settings.DATA_DIR) / "plugin-requirements"
         errors = {folder.plugin_id: folder.problem for folder in found if folder.problem}
