@@ -28,9 +28,12 @@ class Journal:
     it is committed; `drain()` waits for all of it.
     """
 
-    def __init__(self, run_id: str, publish):
+    def __init__(self, run_id: str, publish, wait_durable: bool = True):
         self.run_id = run_id
         self.publish = publish
+        # False: the run's caller shows nothing before the run has ended; `durable` lets its
+        # messages through at once (the run still ends only once everything is committed).
+        self.wait_durable = wait_durable
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
         self.writer: asyncio.Task | None = None
         self.error: Exception | None = None
@@ -58,7 +61,7 @@ class Journal:
 
     async def durable(self, sequence: int) -> None:
         """Wait until the result of ledger `sequence` is committed."""
-        while self.committed_sequence < sequence:
+        while self.wait_durable and self.committed_sequence < sequence:
             if self.error is not None:
                 raise self.error
             await self._committed.wait()

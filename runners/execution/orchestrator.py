@@ -109,7 +109,6 @@ class RunState:
     # Only a run granted models can have model calls to sum into its usage at the end.
     calls_models: bool = True
     journal: Journal | None = None
-    wait_durable: bool = True
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     # (status, reason) once the run must stop (cancelled, deadline); the wait for the runner's
     # next result, while one is under way, is cut short through `waiting`.
@@ -184,8 +183,8 @@ class Orchestrator:
         state = RunState(run_id=run_id, event=event, binding=binding, descriptor=descriptor,
                          scopes=scopes, deadline=deadline, agent_name=agent_name,
                          calls_models=bool(models.models),
-                         journal=Journal(run_id, lambda frame: self._publish(run_id, frame)),
-                         wait_durable=wait_durable)
+                         journal=Journal(run_id, lambda frame: self._publish(run_id, frame),
+                                         wait_durable))
         process.run_started(run_id, state)
         try:
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
@@ -243,11 +242,6 @@ class Orchestrator:
         item_timeout = (state.deadline - time.time() + 1.0) if state.deadline else NO_DEADLINE_ITEM_TIMEOUT
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 
-    @staticmethod
-    async def _durable(state: RunState, message: RunMessage) -> None:
-        if state.wait_durable:
-            await state.journal.durable(message.sequence)
-
     async def _stream(self, state: RunState, payload: dict) -> AsyncIterator[RunMessage]:
         """The run's messages for its caller, each once the ledger has committed it (what the
         runner sends meanwhile waits in the runtime link)."""
@@ -263,14 +257,14 @@ class Orchestrator:
                     await self._finish(state, stop.status, stop.reason)
                     return
                 for reply in self._host_replies(state):
-                    await self._durable(state, reply)
+                    await state.journal.durable(reply.sequence)
                     yield reply
                 message = await self._handle(state, raw)
                 if message is not None:
-                    await self._durable(state, message)
+                    await state.journal.durable(message.sequence)
                     yield message
             for reply in self._host_replies(state):
-                await self._durable(state, reply)
+                await state.journal.durable(reply.sequence)
                 yield reply
             await self._finish(state, *self._ending(state))
         finally:
