@@ -44,13 +44,6 @@ def require_current(token, user) -> None:
         raise InvalidToken("The token was revoked: the password changed since it was issued.")
 
 
-def _cached(user_id):
-    entry = _users.get(user_id)
-    if entry is not None and entry[0] > monotonic():
-        return True, entry[1]
-    return False, None
-
-
 def _load_user(user_id):
     user = get_user_model().objects.filter(**{api_settings.USER_ID_FIELD: user_id}).first()
     with _users_lock:
@@ -74,17 +67,26 @@ def _user_id(validated_token):
         raise InvalidToken("The token names no user.") from None
 
 
-def _is_current(validated_token, user) -> bool:
+def _cached_current(validated_token):
+    """The token's user from the cache, if cached and the token matches it; else None."""
+    entry = _users.get(_user_id(validated_token))
+    if entry is None or entry[0] <= monotonic():
+        return None
     try:
-        require_current(validated_token, user)
+        require_current(validated_token, entry[1])
     except (AuthenticationFailed, InvalidToken):
-        return False
-    return True
+        return None  # perhaps changed since it was cached: loaded afresh before refusing
+    return entry[1]
+
+
+def _load_current(validated_token):
+    user = _load_user(_user_id(validated_token))
+    require_current(validated_token, user)
+    return user
 
 
 class RevocableJWTAuthentication(JWTAuthentication):
-    """simplejwt's JWT authentication with revocable tokens and cached users. A cached user
-    the token does not match is loaded afresh before the token is refused. `aauthenticate`
+    """simplejwt's JWT authentication with revocable tokens and cached users; `aauthenticate`
     answers on the event loop whenever the user is cached (langhost.async_views)."""
 
     def get_validated_token(self, raw_token):
@@ -100,11 +102,7 @@ class RevocableJWTAuthentication(JWTAuthentication):
         return validated_token
 
     def get_user(self, validated_token):
-        user_id = _user_id(validated_token)
-        found, user = _cached(user_id)
-        if not (found and _is_current(validated_token, user)):
-            user = _load_user(user_id)
-            require_current(validated_token, user)
+        user = _cached_current(validated_token) or _load_current(validated_token)
         return copy.copy(user)  # each request its own instance: a view may change and save it
 
     async def aauthenticate(self, request):
@@ -113,9 +111,6 @@ class RevocableJWTAuthentication(JWTAuthentication):
         if raw_token is None:
             return None
         validated_token = self.get_validated_token(raw_token)
-        user_id = _user_id(validated_token)
-        found, user = _cached(user_id)
-        if not (found and _is_current(validated_token, user)):
-            user = await sync_to_async(_load_user)(user_id)
-            require_current(validated_token, user)
+        user = (_cached_current(validated_token)
+                or await sync_to_async(_load_current)(validated_token))
         return copy.copy(user), validated_token
