@@ -1,7 +1,7 @@
 """Runs and runners over DRF, dispatched on the event loop (`langhost.async_views`).
 
-Starting a run asks the one door (`runners.conversations.services`) in one thread hop, then
-answers with a body that runs it on the loop as it streams (`runners.api.streaming`).
+Starting a run asks the one door (`runners.conversations.services`; an agent's run in a thread
+hop, a runner's on the loop), then runs it on the loop (`runners.api.streaming`).
 """
 
 from asgiref.sync import sync_to_async
@@ -112,7 +112,7 @@ async def prepare(caller: door.Caller, data: dict) -> door.PreparedRun:
         return await sync_to_async(door.prepare_agent_run)(caller, agent_id=data["agent_id"],
                                                            **common)
     return await door.prepare_runner_run(caller, runner_id=data.get("runner_id"),
-                                   binding_id=data.get("binding_id"), **common)
+                                         binding_id=data.get("binding_id"), **common)
 
 
 class RunnerViewSet(AsyncDispatch, viewsets.ReadOnlyModelViewSet):
