@@ -3,6 +3,8 @@ run there, and only database work goes to a thread."""
 
 import asyncio
 import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -21,6 +23,7 @@ from django.utils.module_loading import import_string
 from accounts import authentication
 from runners.plugins.runtime.process import free_port
 from runners.tests.langhost_process import (
+    ADMIN,
     REPO,
     descendants,
     fresh_data_dir,
@@ -230,3 +233,24 @@ def test_api_requests_share_one_thread_and_pages_keep_their_own(transactional_db
     api, also_api, page, next_page = threads
     assert api == also_api and api.startswith("langhost-api")
     assert page.startswith("langhost-page") and next_page == page  # kept, not made anew
+
+
+@pytest.mark.e2e
+def test_serve_on_a_fresh_data_dir_starts_without_an_error(tmp_path):
+    plugins = tmp_path / "plugins"
+    shutil.copytree(REPO / "tests/fixtures/plugins/e2e__agent-runner-qa",
+                    plugins / "e2e__agent-runner-qa")
+    port = free_port()
+    env = langhost_env(tmp_path / "data", plugins, LANGHOST_ADMIN_EMAIL=ADMIN["email"],
+                       LANGHOST_ADMIN_PASSWORD=ADMIN["password"])
+    langhost = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
+                                cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=scaled(30)) as http:
+            wait_until_serving(http, langhost)  # the database was migrated meanwhile
+    finally:
+        langhost.terminate()
+        _, logged = langhost.communicate(timeout=scaled(30))
+
+    assert "Traceback" not in logged and " ERROR " not in logged.replace("[ERROR]", ""), logged

@@ -150,7 +150,7 @@ class LocalGateway:
         await self.link.start()
         self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
-        self._spawn(liveness.reap_forever())  # the runtime's owner fails runs that died
+        self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
 
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.
@@ -163,6 +163,10 @@ class LocalGateway:
             await asyncio.wait(pending, timeout=0.5)
         await self.link.stop()
         self._started = self._stopping = False
+
+    async def _reap_forever(self) -> None:
+        await self.database_ready.wait()
+        await liveness.reap_forever()
 
     async def _prepare_plugins(self) -> None:
         """Before each runtime start: install the plugins' requirements, then hand the runtime
