@@ -87,6 +87,8 @@ CONTENT_SECURITY_POLICY = {
 LANGHOST_SECURE = env_bool("LANGHOST_SECURE", False)
 if LANGHOST_SECURE:
     SECURE_SSL_REDIRECT = True
+    # A process manager probes each process directly, over plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = 31536000
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True

@@ -2,9 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from langhost.health import healthz
 from runners.admin.pages import dashboard_index, playground, run_detail, runtime_status
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/runtime/", admin.site.admin_view(runtime_status), name="admin-runtime-status"),
     path("admin/playground/", admin.site.admin_view(playground), name="admin-playground"),
     path("admin/runs/<str:run_id>/", admin.site.admin_view(run_detail), name="admin-run-detail"),

@@ -1,0 +1,28 @@
+"""`GET /healthz`: a web process says whether it can serve, without signing in."""
+
+import pytest
+from django.test import Client
+
+from runners.plugins.runtime.process import free_port
+
+
+def test_healthz_answers_ok_without_signing_in(db):
+    response = Client().get("/healthz")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "channel_layer": "ok"}
+
+
+def test_healthz_is_503_naming_an_unreachable_channel_layer(db, settings):
+    pytest.importorskip("channels_redis")
+    settings.CHANNEL_LAYERS = {"default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},  # nobody listens there
+    }}
+
+    response = Client().get("/healthz")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable" and body["database"] == "ok"
+    assert body["channel_layer"].startswith("down: ")
