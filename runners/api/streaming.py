@@ -26,14 +26,14 @@ def ndjson(frame: dict) -> str:
     return json.dumps(frame, default=str) + "\n"
 
 
-async def response(body, stream: bool, status_code: int = status.HTTP_201_CREATED):
-    """NDJSON streamed as `body` yields it, or the JSON `body` yields once, as a whole."""
+async def response(body, stream: bool):
+    """201: NDJSON streamed as `body` yields it, or the JSON `body` yields once, as a whole."""
     if stream:
-        return StreamingHttpResponse(body, status=status_code,
+        return StreamingHttpResponse(body, status=status.HTTP_201_CREATED,
                                      content_type="application/x-ndjson")
     async with aclosing(body):
         content = "".join([chunk async for chunk in body])
-    return HttpResponse(content, status=status_code, content_type="application/json")
+    return HttpResponse(content, status=status.HTTP_201_CREATED, content_type="application/json")
 
 
 # Built once: a serializer's fields are deep-copied for each instance, and these are only

@@ -5,9 +5,10 @@ those runs, their heartbeat, and the gateway to the plugin runtime. Everything l
 lives on one loop: the process's own, a daemon thread started on first use. So sync callers
 (admin pages, views through `async_to_sync`, each on a throwaway loop) and the server's loop
 all reach the same gateway, and a runtime spawned by it lives as long as the process. A
-process whose own loop lives as long as it does (the server's, the runtime worker's) adopts
-that loop instead (`adopt_running_loop`): its requests then reach the gateway without crossing
-threads. A test may bind a gateway to its own loop (`use_gateway`).
+process whose own loop lives as long as it does (`manage.py serve`'s) adopts that loop instead
+(`adopt_running_loop`): its requests then reach the gateway without crossing threads. A
+command or test that keeps a long-lived loop of its own may bind its gateway there
+(`use_gateway`).
 """
 
 import asyncio
