@@ -247,6 +247,10 @@ LANGHOST_PLUGINS_DIR = Path(
 # A `running` run's lease: the process executing it renews it every sixth of this; a runtime
 # owner fails runs whose lease ran out (their process died) about as often.
 LANGHOST_RUN_LEASE_SECONDS = float(os.environ.get("LANGHOST_RUN_LEASE_SECONDS", 120))
+# What one run's results may take in the ledger (their JSON); past it the run fails with
+# `run.output_limit`.
+LANGHOST_RUN_MAX_STORED_BYTES = int(os.environ.get("LANGHOST_RUN_MAX_STORED_BYTES",
+                                                   16 * 1024 * 1024))
 LANGHOST_ARTIFACT_MAX_BYTES = int(os.environ.get("LANGHOST_ARTIFACT_MAX_BYTES", 25 * 1024 * 1024))
 # The one upload setting: a request body may carry the largest artifact base64-encoded in JSON
 # (4/3 of its size) with room for the rest of the body; above it, a JSON 413.

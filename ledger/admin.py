@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from ledger.models import (
     TERMINAL_STATUSES,
     AgentRun,
+    AgentRunEvent,
     AgentRunnerState,
     Artifact,
     Conversation,
@@ -24,6 +25,30 @@ from ledger.services import runs as services
 def pretty(value) -> str:
     return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>',
                        json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+# The run page draws the newest events of a run at once and loads older ones on demand.
+TIMELINE_TAIL = 200
+
+
+def timeline_page(run_id: str) -> dict:
+    """What the run page starts from: the run's last sequence, how many of the newest events it
+    draws, and the reply as it stood before them (the last completed message, or the deltas)."""
+    events = AgentRunEvent.objects.filter(run_id=run_id)
+    last = events.aggregate(last=Max("sequence"))["last"] or 0
+    first_drawn = max(last - TIMELINE_TAIL, 0)
+    before = events.filter(sequence__lte=first_drawn)
+    reply = ""
+    completed = before.filter(type="message.completed").order_by("-sequence").first()
+    since = completed.sequence if completed else 0
+    if completed:
+        content = (completed.data_json.get("message") or {}).get("content")
+        reply = content if isinstance(content, str) else ""
+    for data in before.filter(type="message.delta", sequence__gt=since).order_by("sequence") \
+            .values_list("data_json", flat=True):
+        content = (data.get("chunk") or {}).get("content")
+        reply += content if isinstance(content, str) else ""
+    return {"last_sequence": last, "timeline_tail": TIMELINE_TAIL, "initial_reply": reply}
 
 
 class LargeTablePaginator(Paginator):
@@ -89,6 +114,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         # Calls name their run by run id, not a foreign key, so no inline can list them.
         if obj is not None:
             context["model_calls"] = ModelCall.objects.filter(run_id=obj.run_id).order_by("id")
+            context.update(timeline_page(obj.run_id))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="duration")

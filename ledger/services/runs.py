@@ -7,7 +7,7 @@ loop's own statements are built by `rows`.
 """
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -90,6 +90,8 @@ class ResultWrite:
     usage: dict | None = None
     source: str = EventSource.RUNNER
     metadata: dict | None = None
+    # When the result arrived (the row is written later, with others).
+    created_at: datetime | None = None
     state: StateWrite | None = None
     transcript: dict | None = None
     # (status, reason, usage, may_have_steering, may_have_model_calls): this result ends the
@@ -111,7 +113,8 @@ def record_results(run_id: str, writes: list[ResultWrite],
         if writes:
             insert_rows(AgentRunEvent, [
                 {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
-                 "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {}}
+                 "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {},
+                 "created_at": w.created_at or timezone.now()}
                 for w in writes
             ])
         for write in writes:

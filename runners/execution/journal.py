@@ -115,9 +115,9 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "deadline_at": deadline_at,
             "authorization_json": context.authorization_snapshot(event, binding, descriptor,
                                                                  apis, scopes, grants, tools),
+            # The input itself is the event log's (`event_id`): not copied here.
             "metadata_json": {"event_type": event.event_type, "source": event.source,
-                              "agent_name": agent_name,
-                              "input": event.input.model_dump(exclude_none=True)},
+                              "agent_name": agent_name},
         },
         event_log=event_log_row(event, None, descriptor.id),
         user_transcript=user_transcript_row(event),
@@ -138,6 +138,16 @@ def event_log_row(event: AgentEventEnvelope, run_id, runner_id, **metadata) -> d
         "input_json": event.input.model_dump(exclude_none=True),
         "metadata_json": metadata,
         **({"run_id": run_id} if run_id else {}),
+    }
+
+
+def assistant_transcript_row(event: AgentEventEnvelope, run_id: str, runner_id: str,
+                             author: str, message: dict) -> dict:
+    return {
+        "conversation_id": event.conversation_id, "thread_id": event.thread_id or "",
+        "project_id": event.project_id or "", "event_id": event.event_id, "run_id": run_id,
+        "runner_id": runner_id, "role": message.get("role") or "assistant", "author": author,
+        "content": ledger.transcript_text(message.get("content")), "content_json": message,
     }
 
 

@@ -12,17 +12,19 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pydantic
 from channels.layers import get_channel_layer
+from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 
 from ledger.models import EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.catalogue.agent_routing import TRANSFER_TOOL
-from runners.execution import builtins, context, grants, journal, registry, steering
+from runners.execution import builtins, context, deltas, grants, journal, registry, steering
 from runners.execution.journal import Journal
 from runners.execution.process import host_process
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
@@ -57,6 +59,10 @@ class RunRefused(Exception):
 
 class ProtocolError(Exception):
     """The runner broke the result protocol; the run fails with this reason."""
+
+
+class OutputLimit(Exception):
+    """The run's results outgrew what one run may store; the run fails with this reason."""
 
 
 class _Stop(Exception):
@@ -106,6 +112,8 @@ class RunState:
     # The text of the run's deltas so far: the reply of a runner that sends no message.
     delta_text: str = ""
     replied: bool = False
+    # What the run's results take in the ledger so far (their JSON), against the cap.
+    stored_bytes: int = 0
     # Only a run granted models can have model calls to sum into its usage at the end.
     calls_models: bool = True
     journal: Journal | None = None
@@ -128,14 +136,6 @@ def _request_stop(state: RunState, status: str, reason: str) -> None:
         state.stop = (status, reason)
     if state.waiting is not None and not state.waiting.expired():
         state.waiting.reschedule(state.loop.time())
-
-
-def _assembled(text: str, content) -> str:
-    """The reply so far after one more delta: LangBot runners send either the new text or the
-    whole text so far in each chunk."""
-    if not isinstance(content, str) or not content:
-        return text
-    return content if text and content.startswith(text) else text + content
 
 
 def new_run_id() -> str:
@@ -245,7 +245,7 @@ class Orchestrator:
     async def _stream(self, state: RunState, payload: dict) -> AsyncIterator[RunMessage]:
         """The run's messages for its caller, each once the ledger has committed it (what the
         runner sends meanwhile waits in the runtime link)."""
-        stream = self._invoke(state, payload)
+        stream = deltas.coalesced(self._invoke(state, payload))
         watcher = asyncio.ensure_future(self._watch_ledger_cancel(state))
         try:
             while True:
@@ -325,7 +325,7 @@ class Orchestrator:
         if not isinstance(raw, dict):
             self._host_event(state, "result.dropped", {"reason": "result is not an object"})
             return None
-        sequence = self._runner_sequence(state, raw.get("sequence"))
+        sequence = self._runner_sequence(state, raw.get("sequence"), raw.get(deltas.MERGED_FROM))
         if sequence is None:
             return None
         type_ = raw.get("type")
@@ -340,7 +340,9 @@ class Orchestrator:
             self._append(state, type_, data, usage, sequence)
             return None
         try:
-            data = model.model_validate(data).model_dump(mode="json", exclude_none=type_ == "run.completed")
+            data = model.model_validate(data).model_dump(
+                mode="json", exclude_none=type_ in ("run.completed", "message.completed"),
+                exclude_defaults=type_ == "message.delta")
         except pydantic.ValidationError as exc:
             self._host_event(state, "result.dropped", {
                 "reason": f"invalid {type_} payload", "runner_sequence": sequence,
@@ -349,6 +351,10 @@ class Orchestrator:
             return None
         if raw.get("run_id") not in (None, state.run_id):
             raise ProtocolError(f"runner.protocol: a result names run {raw.get('run_id')!r}")
+        state.stored_bytes += len(json.dumps(data))
+        if state.stored_bytes > settings.LANGHOST_RUN_MAX_STORED_BYTES:
+            raise OutputLimit(f"run.output_limit: the run's results passed "
+                              f"{settings.LANGHOST_RUN_MAX_STORED_BYTES} bytes; it was stopped")
         if usage is not None:
             state.usage = usage
         state_write = transcript = None
@@ -356,7 +362,8 @@ class Orchestrator:
         if type_ == "state.updated":
             state_write = await self._state_write(state, data)
         elif type_ == "message.delta":
-            state.delta_text = _assembled(state.delta_text, data["chunk"].get("content"))
+            if isinstance(data["chunk"].get("content"), str):
+                state.delta_text += data["chunk"]["content"]
         elif type_ == "tool.call.completed":
             self._follow_transfer(state, data)
         if type_ == "run.completed" and not reply and state.delta_text and not state.replied:
@@ -364,8 +371,11 @@ class Orchestrator:
             # answers: the assembled text is its reply.
             reply = {"role": "assistant", "content": state.delta_text}
         state.replied = state.replied or bool(reply)
-        if reply and not state.transcript_written:
-            transcript = self._assistant_transcript(state, reply)
+        if reply and not state.transcript_written and state.event.conversation_id:
+            state.transcript_written = True
+            transcript = journal.assistant_transcript_row(
+                state.event, state.run_id, state.descriptor.id,
+                state.agent_name or state.descriptor.id, reply)
         if type_ == "run.completed":
             state.status, state.reason = RunStatus.COMPLETED, data.get("finish_reason", "stop")
         elif type_ == "run.failed":
@@ -390,8 +400,12 @@ class Orchestrator:
                 and isinstance(result.get("agent_name"), str) and not data.get("error"):
             state.agent_name = result["agent_name"]
 
-    def _runner_sequence(self, state: RunState, value) -> int | None:
-        """Normalize the runner's sequence: None means the result is a duplicate, dropped."""
+    def _runner_sequence(self, state: RunState, value, first=None) -> int | None:
+        """Normalize the runner's sequence (of a merged delta: `first` to `value`); None means
+        the result is a duplicate, dropped."""
+        merged_to = None
+        if isinstance(first, int) and isinstance(value, int) and 0 < first < value:
+            value, merged_to = first, value
         if isinstance(value, bool) or not isinstance(value, int):
             if value is not None:
                 logger.warning("run %s: non-integer sequence %r reassigned", state.run_id, value)
@@ -404,9 +418,10 @@ class Orchestrator:
             return None
         elif value != state.last_runner_sequence + 1:
             logger.warning("run %s: sequence gap before %s", state.run_id, value)
-        state.seen_runner_sequences.add(value)
-        state.last_runner_sequence = max(state.last_runner_sequence, value)
-        return value
+        end = merged_to or value
+        state.seen_runner_sequences.update(range(value, end + 1))
+        state.last_runner_sequence = max(state.last_runner_sequence, end)
+        return end
 
     async def _state_write(self, state: RunState, data: dict) -> ledger.StateWrite | None:
         scope, key, value = data["scope"], data["key"], data["value"]
@@ -429,20 +444,6 @@ class Orchestrator:
                                  value=value, identity=info["identity"])
 
     @staticmethod
-    def _assistant_transcript(state: RunState, message: dict | None) -> dict | None:
-        if not message or not state.event.conversation_id:
-            return None
-        state.transcript_written = True
-        return {
-            "conversation_id": state.event.conversation_id,
-            "thread_id": state.event.thread_id or "", "project_id": state.event.project_id or "",
-            "event_id": state.event.event_id, "run_id": state.run_id,
-            "runner_id": state.descriptor.id, "role": message.get("role") or "assistant",
-            "author": state.agent_name or state.descriptor.id,
-            "content": ledger.transcript_text(message.get("content")), "content_json": message,
-        }
-
-    @staticmethod
     def _append(state: RunState, type_: str, data: dict, usage, runner_sequence,
                 *, source=EventSource.RUNNER, state_write=None, transcript=None,
                 finish: bool = False) -> RunMessage:
@@ -450,14 +451,14 @@ class Orchestrator:
         state.ledger_sequence += 1
         metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
         message = RunMessage(state.run_id, state.ledger_sequence, type_, data, usage)
+        arrived = datetime.now(UTC)
         state.journal.add(
             ledger.ResultWrite(
                 sequence=state.ledger_sequence, type=type_, data=data, usage=usage,
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
                 finish=(state.status, state.reason, state.usage, state.steers,
-                        state.calls_models) if finish else None),
-            {**message.as_dict(), "source": source},
-        )
+                        state.calls_models) if finish else None, created_at=arrived),
+            {**message.as_dict(), "source": source, "created_at": arrived.isoformat()})
         return message
 
     def _host_event(self, state: RunState, type_: str, data: dict) -> None:

@@ -49,3 +49,12 @@ async def test_echo_run_is_journaled_with_events_and_state(qa_gateway):
     (value,), = await sync_to_async(sql)(
         "SELECT value_json FROM agent_runner_state WHERE state_key = 'e2e.echo_count'")
     assert '"count": 1' in value
+
+
+async def test_a_run_that_outgrows_its_storage_cap_fails_saying_so(qa_gateway, settings):
+    settings.LANGHOST_RUN_MAX_STORED_BYTES = 200
+    outcome = await Orchestrator(qa_gateway).run_to_end(
+        echo_event(event_id="e2e-output-limit", input={"text": "x" * 500}), global_binding())
+
+    assert outcome["status"] == "failed"
+    assert "run.output_limit" in outcome["status_reason"]

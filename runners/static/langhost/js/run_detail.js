@@ -1,4 +1,5 @@
-/* LangHost admin: the run detail page. Replays the run's events and follows it live. */
+/* LangHost admin: the run detail page. Draws the run's newest events, loads older ones on
+ * demand, and follows the run live. */
 (function () {
   "use strict";
   const LH = window.LangHost;
@@ -7,16 +8,24 @@
 
   const runId = root.dataset.runId;
   const statusBadge = document.getElementById("run-status");
+  const headingStatus = document.getElementById("run-heading-status");
   const reasonLine = document.getElementById("run-status-reason");
   const liveFlag = document.getElementById("run-live-flag");
   const cancelButton = document.getElementById("run-cancel");
+  const olderButton = document.getElementById("run-load-older");
+  const scroller = document.getElementById("run-timeline-scroll");
   const reply = document.getElementById("run-reply");
   const stateList = document.getElementById("run-state-changes");
-  const timeline = new LH.Timeline(document.getElementById("run-timeline-body"),
-                                   document.getElementById("run-event-count"));
+  const counter = document.getElementById("run-event-count");
+  const timeline = new LH.Timeline(document.getElementById("run-timeline-body"));
   const openedLive = LH.TERMINAL.indexOf(root.dataset.status) < 0;
-  let streaming = false;
+  const lastSequence = parseInt(root.dataset.lastSequence, 10) || 0;
+  const tail = parseInt(root.dataset.tail, 10) || 200;
+  // The oldest event drawn: older ones come from the REST API, a page at a time.
+  let firstDrawn = Math.max(lastSequence - tail, 0) + 1;
+  let streaming = reply.querySelector(".run-empty") === null && openedLive;
   let ended = false;
+  let pending = [];
 
   function setLive(text, className) {
     liveFlag.textContent = text;
@@ -42,8 +51,24 @@
     stateList.appendChild(item);
   }
 
+  function atBottom() {
+    return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+  }
+
+  // Events are drawn once per animation frame, however fast they come: the page stays
+  // responsive, and the timeline follows the newest event unless the reader scrolled up.
+  function draw() {
+    const frames = pending;
+    pending = [];
+    const follow = atBottom();
+    frames.forEach(function (frame) { timeline.add(frame); });
+    counter.textContent = String(Math.max(lastSequence, frames[frames.length - 1].sequence));
+    if (follow) scroller.scrollTop = scroller.scrollHeight;
+  }
+
   function onEvent(frame) {
-    timeline.add(frame);
+    if (pending.length === 0) window.requestAnimationFrame(draw);
+    pending.push(frame);
     if (frame.type === "message.delta") {
       showReply((streaming ? reply.textContent : "") + LH.summarize(frame), true);
       streaming = true;
@@ -54,6 +79,23 @@
       addStateChange(frame);
     }
     if (statusBadge.textContent === "queued") LH.setStatus(statusBadge, "running");
+  }
+
+  function loadOlder() {
+    const from = Math.max(firstDrawn - 100, 1);
+    olderButton.disabled = true;
+    fetch(root.dataset.eventsUrl + "?page_size=100&after_sequence=" + (from - 1),
+          { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (response) { return response.json(); })
+      .then(function (body) {
+        const older = (body.data || []).filter(function (f) { return f.sequence < firstDrawn; });
+        const first = timeline.tbody.firstChild;
+        older.forEach(function (frame) { timeline.tbody.insertBefore(timeline.row(frame), first); });
+        firstDrawn = from;
+        olderButton.hidden = firstDrawn <= 1;
+        olderButton.disabled = false;
+      })
+      .catch(function () { olderButton.disabled = false; });
   }
 
   // The model calls are rendered by the server: a page opened on a live run takes the
@@ -74,6 +116,8 @@
   function onStatus(frame) {
     ended = true;
     LH.setStatus(statusBadge, frame.status, frame.status_reason);
+    if (headingStatus) headingStatus.textContent = frame.status;
+    document.title = document.title.replace(/\((queued|running)\)/, "(" + frame.status + ")");
     reasonLine.textContent = frame.status_reason || "";
     setLive("ended", "ended");
     if (cancelButton) cancelButton.disabled = true;
@@ -89,6 +133,7 @@
   if (cancelButton) {
     cancelButton.addEventListener("click", function () {
       cancelButton.disabled = true;
+      reasonLine.textContent = "cancelling…";
       fetch(root.dataset.cancelUrl, {
         method: "POST",
         credentials: "same-origin",
@@ -109,7 +154,10 @@
     });
   }
 
+  olderButton.hidden = firstDrawn <= 1;
+  olderButton.addEventListener("click", loadOlder);
   setLive(openedLive ? "live" : "loading", "live");
   root.dataset.follow = "started";
-  LH.followRun(runId, { onEvent: onEvent, onStatus: onStatus, onRefused: onRefused }, 0);
+  LH.followRun(runId, { onEvent: onEvent, onStatus: onStatus, onRefused: onRefused },
+               firstDrawn - 1);
 })();

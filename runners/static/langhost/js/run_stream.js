@@ -124,7 +124,7 @@
     this.count = 0;
     if (this.counter) this.counter.textContent = "0";
   };
-  LH.Timeline.prototype.add = function (frame) {
+  LH.Timeline.prototype.row = function (frame) {
     const row = document.createElement("tr");
     row.className = "run-event event-" + String(frame.type).replace(/\./g, "-");
     row.dataset.sequence = frame.sequence;
@@ -140,11 +140,19 @@
     const details = document.createElement("details");
     const label = document.createElement("summary");
     label.textContent = LH.summarize(frame) || "payload";
-    const pre = document.createElement("pre");
-    pre.textContent = JSON.stringify({ data: frame.data, usage: frame.usage }, null, 2);
     details.appendChild(label);
-    details.appendChild(pre);
+    // The payload is drawn when it is opened: thousands of events stay cheap.
+    details.addEventListener("toggle", function () {
+      if (!details.open || details.querySelector("pre")) return;
+      const pre = document.createElement("pre");
+      pre.textContent = JSON.stringify({ data: frame.data, usage: frame.usage }, null, 2);
+      details.appendChild(pre);
+    });
     summary.appendChild(details);
+    return row;
+  };
+  LH.Timeline.prototype.add = function (frame) {
+    const row = this.row(frame);
     this.tbody.appendChild(row);
     this.count += 1;
     if (this.counter) this.counter.textContent = String(this.count);
