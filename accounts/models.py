@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.db import models
 from django.utils import timezone
+from django.utils.text import slugify
 
 
 class UserManager(BaseUserManager):
@@ -71,7 +72,10 @@ class Project(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=100, unique=True)
+    # Unique per owner: two people may each have a project `demo`. Derived from the name
+    # when left blank.
+    slug = models.SlugField(max_length=100, blank=True,
+                            help_text="Short name in URLs; made from the name when left blank.")
     description = models.TextField(blank=True, max_length=10_000)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_projects"
@@ -86,9 +90,26 @@ class Project(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "slug"],
+                                               name="project_slug_unique_per_owner")]
 
     def __str__(self):
         return self.name
+
+    def save(self, *args, **kwargs):
+        if not self.slug:
+            self.slug = self.free_slug()
+        super().save(*args, **kwargs)
+
+    def free_slug(self) -> str:
+        """A slug from the name that none of the owner's other projects has."""
+        base = slugify(self.name)[:90] or "project"
+        taken = set(Project.objects.filter(owner_id=self.owner_id, slug__startswith=base)
+                    .exclude(pk=self.pk).values_list("slug", flat=True))
+        slug, number = base, 2
+        while slug in taken:
+            slug, number = f"{base}-{number}", number + 1
+        return slug
 
 
 class Membership(models.Model):

@@ -63,6 +63,17 @@ class ProjectSerializer(serializers.ModelSerializer):
         model = Project
         fields = ["id", "name", "slug", "description", "owner_id", "created_at", "updated_at"]
         read_only_fields = ["id", "owner_id", "created_at", "updated_at"]
+        extra_kwargs = {"slug": {"required": False, "allow_blank": True}}
+
+    def validate_slug(self, value):
+        """Unique among the owner's projects only; nobody learns what others named theirs."""
+        owner = self.instance.owner if self.instance else self.context["request"].user
+        clash = Project.objects.filter(owner=owner, slug=value)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if value and clash.exists():
+            raise serializers.ValidationError("You already have a project with this slug.")
+        return value
 
 
 class MemberSerializer(serializers.Serializer):

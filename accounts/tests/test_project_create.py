@@ -38,13 +38,30 @@ def test_description_is_optional(user_client):
     assert response.json()["description"] == ""
 
 
-def test_duplicate_slug_is_rejected_naming_slug(user_client, make_project, outsider):
-    make_project(outsider, slug="apollo")
+def test_a_slug_you_already_use_is_rejected_naming_slug(user_client, make_project, user):
+    make_project(user, slug="apollo")
 
     response = user_client.post(URL, {"name": "Apollo", "slug": "apollo"}, format="json")
 
     assert response.status_code == 400
     assert "slug" in response.json()["errors"]
+
+
+def test_two_people_may_each_have_a_project_demo(user_client, make_project, outsider):
+    make_project(outsider, slug="demo")
+
+    response = user_client.post(URL, {"name": "Demo", "slug": "demo"}, format="json")
+
+    assert response.status_code == 201
+    assert response.json()["slug"] == "demo"
+
+
+def test_a_project_without_a_slug_gets_one_from_its_name(user_client):
+    first = user_client.post(URL, {"name": "Moon Shot 2"}, format="json")
+    second = user_client.post(URL, {"name": "Moon shot 2"}, format="json")
+
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert (first.json()["slug"], second.json()["slug"]) == ("moon-shot-2", "moon-shot-2-2")
 
 
 def test_invalid_slug_is_rejected_naming_slug(user_client):
