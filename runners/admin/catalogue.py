@@ -1,13 +1,15 @@
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.utils.html import format_html_join
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 from pydantic import ValidationError
 
 from ledger.admin import pretty
+from ledger.models import AgentRun, Conversation
 from runners.catalogue.trees import validate_trees
 from runners.execution.bindings import to_protocol
-from runners.execution.registry import disable_plugin_runners_sync
+from runners.execution.registry import disable_plugin_runners_sync, runner_choices
 from runners.models import (
     AgentInstance,
     AgentType,
@@ -30,6 +32,18 @@ class AgentTypeForm(forms.ModelForm):
             "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",
         ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The runners LangHost knows, and the type's own even if it is gone since.
+        choices = runner_choices()
+        current = self.instance.runner_id if self.instance.pk else None
+        if current and current not in dict(choices):
+            choices.append((current, f"{current} (unknown now)"))
+        self.fields["runner_id"] = forms.ChoiceField(
+            choices=choices, initial=self.fields["runner_id"].initial,
+            help_text="The runner agents of this type run: a built-in one or a plugin's. "
+                      "One that is not available now can be chosen; its runs wait for it.")
 
     def clean(self):
         """A rename must keep names unique in every tree this type belongs to."""
@@ -93,9 +107,20 @@ class AgentInstanceAdmin(admin.ModelAdmin):
     list_display = ["name", "agent_type", "project", "status", "created_at"]
     list_filter = ["status", "agent_type", "project"]
     search_fields = ["name", "project__name", "agent_type__name", "id"]
-    readonly_fields = ["id", "status", "created_by", "created_at", "updated_at"]
+    readonly_fields = ["id", "status", "created_by", "created_at", "updated_at", "activity"]
     autocomplete_fields = ["project", "agent_type"]
     actions = ["pause", "resume", "terminate"]
+
+    @admin.display(description="conversations and runs")
+    def activity(self, agent):
+        if agent.pk is None:
+            return "—"
+        conversations = Conversation.objects.filter(agent_id=str(agent.pk)).count()
+        runs = AgentRun.objects.filter(agent_id=str(agent.pk)).count()
+        return format_html(
+            '<a href="{}?agent_id={}">{} conversation(s)</a> · <a href="{}?agent_id={}">{} run(s)</a>',
+            reverse("admin:ledger_conversation_changelist"), agent.pk, conversations,
+            reverse("admin:ledger_agentrun_changelist"), agent.pk, runs)
 
     def _apply(self, request, queryset, action_name):
         # Same rules as the API: each agent moves only if its current status allows it.

@@ -23,6 +23,23 @@ class RunnerNotFound(LookupError):
         super().__init__(f"Runner '{runner_id}' is not available.")
 
 
+def runner_availability(runner_id: str) -> bool | None:
+    """Whether a runner is available now: None when no runner of that id is known at all."""
+    if runner_id in BUILTIN_RUNNERS:
+        return True
+    return RunnerDescriptor.objects.filter(id=runner_id).values_list("available", flat=True) \
+        .first()
+
+
+def runner_choices() -> list[tuple[str, str]]:
+    """(id, label) of every known runner, the available ones first, for a choice list."""
+    rows = RunnerDescriptor.objects.order_by("-available", "id").values_list("id", "available")
+    known = [(runner_id, runner_id if available else f"{runner_id} (not available now)")
+             for runner_id, available in rows]
+    return [*((runner_id, runner_id) for runner_id in BUILTIN_RUNNERS
+              if runner_id not in dict(known)), *known]
+
+
 def parse_plugin_runner_id(runner_id: str) -> tuple[str, str, str] | None:
     """`plugin:<author>/<plugin>/<runner>` → its three parts; anything else → None."""
     match = RUNNER_ID_RE.match(runner_id or "")

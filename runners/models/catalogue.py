@@ -25,18 +25,39 @@ class AgentType(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=100, unique=True)
-    description = models.TextField(blank=True, default="", max_length=10_000)
-    expertise = models.JSONField(default=list, blank=True)
-    personality_prompt = models.TextField(blank=True, default="", max_length=50_000)
-    primary_model = models.CharField(max_length=200, blank=True, default="")
-    fallback_models = models.JSONField(default=list, blank=True)
-    model_params = models.JSONField(default=dict, blank=True)
-    mcp_servers = models.JSONField(default=list, blank=True)
-    is_active = models.BooleanField(default=True)
-    runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID)
-    kind = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.LLM)
-    disallow_transfer_to_parent = models.BooleanField(default=False)
-    disallow_transfer_to_peers = models.BooleanField(default=False)
+    description = models.TextField(
+        blank=True, default="", max_length=10_000,
+        help_text="What agents of this type do; agents of a tree read it to choose whom to "
+                  "transfer to.")
+    expertise = models.JSONField(default=list, blank=True,
+                                 help_text='Topics it knows, as a JSON list: ["billing", "refunds"].')
+    personality_prompt = models.TextField(
+        blank=True, default="", max_length=50_000,
+        help_text="The persona: the system prompt the built-in LLM agent starts from.")
+    primary_model = models.CharField(
+        max_length=200, blank=True, default="",
+        help_text="The name of a registered model (Models in the admin) it thinks with; a "
+                  "type created with a model and no runner runs the built-in LLM agent.")
+    fallback_models = models.JSONField(
+        default=list, blank=True,
+        help_text='Models tried in order when the primary fails, as a JSON list: ["gpt-4o-mini"].')
+    model_params = models.JSONField(
+        default=dict, blank=True,
+        help_text='Passed to the provider as they are, as a JSON object: {"temperature": 0.2}.')
+    mcp_servers = models.JSONField(
+        default=list, blank=True,
+        help_text="Names of the MCP servers (MCP servers in the admin) whose tools it may use, "
+                  "as a JSON list.")
+    is_active = models.BooleanField(default=True,
+                                    help_text="Inactive types cannot be used for new agents.")
+    runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID,
+                                 help_text="The runner its agents run: a built-in or a plugin's.")
+    kind = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.LLM,
+                            help_text="LLM agents may transfer turns; workflow agents may not.")
+    disallow_transfer_to_parent = models.BooleanField(
+        default=False, help_text="In a tree: never hand the turn back to its parent.")
+    disallow_transfer_to_peers = models.BooleanField(
+        default=False, help_text="In a tree: never hand the turn to its siblings.")
     save_input_blobs_as_artifacts = models.BooleanField(
         default=True,
         help_text="Save files sent inline in a message as conversation artifacts and hand the "

@@ -2,9 +2,22 @@ import uuid
 
 import pytest
 
-from runners.models import DEFAULT_RUNNER_ID, AgentType
+from runners.models import DEFAULT_RUNNER_ID, AgentType, RunnerDescriptor
 
 URL = "/api/v1/agent-types"
+
+
+def known_runner(runner_id, available=True):
+    author, plugin, name = runner_id.removeprefix("plugin:").split("/")
+    return RunnerDescriptor.objects.create(id=runner_id, source="plugin", plugin_author=author,
+                                           plugin_name=plugin, runner_name=name,
+                                           available=available)
+
+
+@pytest.fixture(autouse=True)
+def reviewer_runner(db):
+    """The runner FULL names is one LangHost knows (as if the runtime had listed it)."""
+    return known_runner("plugin:acme/reviewer/default")
 
 FULL = {
     "name": "Code Reviewer",
@@ -17,7 +30,7 @@ FULL = {
     "model_params": {"temperature": 0.2, "max_tokens": 2048},
     "mcp_servers": [{"name": "github", "url": "http://localhost:9000"}],
     "is_active": False,
-    "runner_id": "plugin:acme/reviewer",
+    "runner_id": "plugin:acme/reviewer/default",
 }
 
 
@@ -191,3 +204,28 @@ def test_deleting_agent_type_with_agents_gets_409(superuser_client, agent):
 def test_paths_work_with_and_without_trailing_slash(user_client, agent_type, slash):
     assert user_client.get(URL + slash).status_code == 200
     assert user_client.get(url(agent_type) + slash).status_code == 200
+
+
+def test_an_unknown_runner_is_refused_naming_runner_id(superuser_client):
+    response = superuser_client.post(URL, {**FULL, "runner_id": "plugin:acme/nobody/x"},
+                                     format="json")
+
+    assert response.status_code == 400
+    assert "runner_id" in response.json()["errors"]
+    assert not AgentType.objects.exists()
+
+
+def test_a_known_runner_that_is_down_is_accepted_with_a_warning(superuser_client):
+    known_runner("plugin:acme/sleepy/default", available=False)
+
+    response = superuser_client.post(URL, {**FULL, "runner_id": "plugin:acme/sleepy/default"},
+                                     format="json")
+
+    assert response.status_code == 201
+    assert "not available now" in response.json()["warnings"][0]
+
+
+def test_an_available_runner_has_no_warning(superuser_client):
+    response = superuser_client.post(URL, FULL, format="json")
+
+    assert response.json()["warnings"] == []

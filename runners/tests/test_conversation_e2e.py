@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from runners.tests.conftest import plugins_dir_with
+from tests.browser.conftest import wait_until
 from tests.e2e.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, start_daphne, stop_daphne
 from tests.timing import scaled
 
@@ -35,6 +36,10 @@ def test_two_messages_two_replies_two_completed_runs(server):
         token = http.post("/api/v1/auth/login",
                           json={"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}).json()
         http.headers["Authorization"] = f"Bearer {token['access_token']}"
+        # An agent type names a runner LangHost knows: wait until the runtime listed it.
+        wait_until(lambda: ECHO in {row["id"] for row in http.get(
+            "/api/v1/runners", params={"available": "true"}).json()["data"]},
+                   what="the echo runner")
         project_id = http.post("/api/v1/projects",
                                json={"name": "Talk", "slug": "talk"}).json()["id"]
         agent_type = http.post("/api/v1/agent-types", json={

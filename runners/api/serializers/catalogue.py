@@ -6,6 +6,7 @@ from django.db import transaction
 from rest_framework import serializers
 
 from runners.catalogue.trees import validate_trees
+from runners.execution.registry import runner_availability
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel, SubAgent
 from runners.providers.lookup import model_names, unknown_models
 
@@ -41,6 +42,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
                                        max_length=100)
     unknown_models = serializers.SerializerMethodField(
         help_text="Model names (primary, fallbacks) no registered model has: accepted, flagged.")
+    warnings = serializers.SerializerMethodField(
+        help_text="What was accepted but needs attention, e.g. a runner not available now.")
 
     class Meta:
         model = AgentType
@@ -48,8 +51,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "sub_agents", "unknown_models", "created_at",
-            "updated_at",
+            "save_input_blobs_as_artifacts", "sub_agents", "unknown_models", "warnings",
+            "created_at", "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
 
@@ -63,6 +66,19 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         if "known_models" not in self.context:
             self.context["known_models"] = set(LLMModel.objects.values_list("name", flat=True))
         return unknown_models(model_names(instance), self.context["known_models"])
+
+    def get_warnings(self, instance) -> list[str]:
+        availability = runner_availability(instance.runner_id)
+        if availability is False:
+            return [f"Runner '{instance.runner_id}' is known but not available now: runs of "
+                    "this type are refused until its plugin is back."]
+        return []
+
+    def validate_runner_id(self, value):
+        if runner_availability(value) is None:
+            raise serializers.ValidationError(
+                f"Unknown runner '{value}': choose one of GET /api/v1/runners.")
+        return value
 
     def validate_model_params(self, value):
         return limit_json_size(value)
