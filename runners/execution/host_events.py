@@ -37,9 +37,7 @@ def reply(run_id: str, message: dict) -> bool:
     def append() -> None:
         if state.finished or state.terminal_written:
             return
-        transcript = None
-        if not state.transcript_written:
-            transcript = Orchestrator._assistant_transcript(state, message)
+        transcript = Orchestrator._assistant_transcript(state, message)
         state.replied = True
         state.host_replies.append(Orchestrator._append(
             state, "message.completed", {"message": message, "file_ids": []}, None, None,

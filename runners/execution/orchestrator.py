@@ -24,7 +24,16 @@ from ledger.models import EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.catalogue.agent_routing import TRANSFER_TOOL
-from runners.execution import builtins, context, deltas, grants, journal, registry, steering
+from runners.execution import (
+    builtins,
+    context,
+    deltas,
+    grants,
+    journal,
+    registry,
+    sequences,
+    steering,
+)
 from runners.execution.journal import Journal
 from runners.execution.process import host_process
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
@@ -325,7 +334,8 @@ class Orchestrator:
         if not isinstance(raw, dict):
             self._host_event(state, "result.dropped", {"reason": "result is not an object"})
             return None
-        sequence = self._runner_sequence(state, raw.get("sequence"), raw.get(deltas.MERGED_FROM))
+        sequence = sequences.runner_sequence(state, raw.get("sequence"),
+                                            raw.get(deltas.MERGED_FROM))
         if sequence is None:
             return None
         type_ = raw.get("type")
@@ -357,7 +367,7 @@ class Orchestrator:
                               f"{settings.LANGHOST_RUN_MAX_STORED_BYTES} bytes; it was stopped")
         if usage is not None:
             state.usage = usage
-        state_write = transcript = None
+        state_write = None
         reply = data.get("message") if type_ in ("message.completed", "run.completed") else None
         if type_ == "state.updated":
             state_write = await self._state_write(state, data)
@@ -371,11 +381,7 @@ class Orchestrator:
             # answers: the assembled text is its reply.
             reply = {"role": "assistant", "content": state.delta_text}
         state.replied = state.replied or bool(reply)
-        if reply and not state.transcript_written and state.event.conversation_id:
-            state.transcript_written = True
-            transcript = journal.assistant_transcript_row(
-                state.event, state.run_id, state.descriptor.id,
-                state.agent_name or state.descriptor.id, reply)
+        transcript = self._assistant_transcript(state, reply)
         if type_ == "run.completed":
             state.status, state.reason = RunStatus.COMPLETED, data.get("finish_reason", "stop")
         elif type_ == "run.failed":
@@ -400,29 +406,6 @@ class Orchestrator:
                 and isinstance(result.get("agent_name"), str) and not data.get("error"):
             state.agent_name = result["agent_name"]
 
-    def _runner_sequence(self, state: RunState, value, first=None) -> int | None:
-        """Normalize the runner's sequence (of a merged delta: `first` to `value`); None means
-        the result is a duplicate, dropped."""
-        merged_to = None
-        if isinstance(first, int) and isinstance(value, int) and 0 < first < value:
-            value, merged_to = first, value
-        if isinstance(value, bool) or not isinstance(value, int):
-            if value is not None:
-                logger.warning("run %s: non-integer sequence %r reassigned", state.run_id, value)
-            value = state.last_runner_sequence + 1
-        elif value <= 0:
-            logger.warning("run %s: sequence %s reassigned", state.run_id, value)
-            value = state.last_runner_sequence + 1
-        elif value in state.seen_runner_sequences:
-            logger.warning("run %s: duplicate sequence %s dropped", state.run_id, value)
-            return None
-        elif value != state.last_runner_sequence + 1:
-            logger.warning("run %s: sequence gap before %s", state.run_id, value)
-        end = merged_to or value
-        state.seen_runner_sequences.update(range(value, end + 1))
-        state.last_runner_sequence = max(state.last_runner_sequence, end)
-        return end
-
     async def _state_write(self, state: RunState, data: dict) -> ledger.StateWrite | None:
         scope, key, value = data["scope"], data["key"], data["value"]
         problem = None
@@ -442,6 +425,15 @@ class Orchestrator:
         info = state.scopes[scope]
         return ledger.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
                                  value=value, identity=info["identity"])
+
+    @staticmethod
+    def _assistant_transcript(state: RunState, message: dict | None) -> dict | None:
+        """The run's first reply, for the conversation's transcript (once per run)."""
+        if not message or state.transcript_written or not state.event.conversation_id:
+            return None
+        state.transcript_written = True
+        return journal.assistant_transcript_row(state.event, state.run_id, state.descriptor.id,
+                                                state.agent_name or state.descriptor.id, message)
 
     @staticmethod
     def _append(state: RunState, type_: str, data: dict, usage, runner_sequence,
