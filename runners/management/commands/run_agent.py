@@ -1,5 +1,6 @@
 import asyncio
-import sys
+import json
+import logging
 
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
@@ -11,7 +12,8 @@ from runners.plugins.gateway import get_gateway
 
 
 class Command(BaseCommand):
-    help = "Run an agent or a runner once and stream its reply. Exits 0 only when the run completed."
+    help = ("Run an agent or a runner once and print its reply as it streams, then the run's id "
+            "and status. Exits 0 only when the run completed.")
 
     def add_arguments(self, parser):
         target = parser.add_mutually_exclusive_group(required=True)
@@ -20,9 +22,13 @@ class Command(BaseCommand):
         parser.add_argument("--event-id", help="event id (a repeated id replays its run)")
         parser.add_argument("--conversation", help="conversation id")
         parser.add_argument("--timeout", type=float, help="seconds before the run times out")
+        parser.add_argument("--verbose", action="store_true",
+                            help="also show LangHost's and the plugin runtime's log")
         parser.add_argument("text", help="the message to send")
 
     def handle(self, *args, **options):
+        if not options["verbose"]:
+            logging.getLogger().setLevel(logging.WARNING)
         status = asyncio.run(self._run(options))
         if status not in ("completed", "steered"):
             raise CommandError(f"run ended with status {status}")
@@ -42,31 +48,50 @@ class Command(BaseCommand):
                     **common)
         except Refused as exc:
             raise CommandError(exc.detail) from exc
-        self.stdout.write(f"run {prepared.run_id}")
+        reply = Reply(self.stdout)
         messages = []
         try:
             async for message in door.execute(prepared):
                 messages.append(message.as_dict())
-                self._show(message)
+                reply.show(message)
             outcome = await door.outcome(prepared, messages)
         except RunRefused as exc:
             raise CommandError(str(exc)) from exc
         finally:
             await get_gateway().stop()
-        self.stdout.write("")
+        reply.end()
+        failed = outcome["status"] != "completed" and outcome["status_reason"]
         self.stdout.write(f"run {outcome['run_id']} {outcome['status']}"
-                          + (f": {outcome['status_reason']}" if outcome["status_reason"] else ""))
+                          + (f": {outcome['status_reason']}" if failed else ""))
         return outcome["status"]
 
-    def _show(self, message) -> None:
-        """Deltas as they arrive on one line; each completed message on a line of its own."""
+
+class Reply:
+    """A reply printed once: its deltas as they arrive, then what the completed message adds
+    to them (all of it when nothing streamed, or when it says something else)."""
+
+    def __init__(self, out):
+        self.out = out
+        self.streamed = ""
+
+    def show(self, message) -> None:
         if message.type == "message.delta":
-            chunk = message.data.get("chunk") or {}
-            sys.stdout.write(str(chunk.get("content") or ""))
-            sys.stdout.flush()
-            self._streaming = True
+            content = (message.data.get("chunk") or {}).get("content")
+            if isinstance(content, str):
+                self.out.write(content, ending="")
+                self.out.flush()
+                self.streamed += content
         elif message.type == "message.completed":
-            if getattr(self, "_streaming", False):
-                self.stdout.write("")
-                self._streaming = False
-            self.stdout.write(str((message.data.get("message") or {}).get("content") or ""))
+            content = (message.data.get("message") or {}).get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            if self.streamed and text.startswith(self.streamed):
+                self.out.write(text[len(self.streamed):])
+            else:
+                self.end()
+                self.out.write(text)
+            self.streamed = ""
+
+    def end(self) -> None:
+        if self.streamed:
+            self.out.write("")
+            self.streamed = ""

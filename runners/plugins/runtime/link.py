@@ -130,6 +130,7 @@ class RuntimeLink:
         self.last_error: str | None = None
         self.pid: int | None = None
         self.log_tail: collections.deque[str] = collections.deque(maxlen=RUNTIME_LOG_LINES)
+        self.stopping = False
         # "author/name" of plugins whose process the current runtime reported dead (stdio only).
         self.exited_plugins: set[str] = set()
         self.sessions = 0
@@ -149,12 +150,14 @@ class RuntimeLink:
     # ---- lifecycle -------------------------------------------------------
 
     async def start(self) -> None:
+        self.stopping = False
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._supervise(), name="runtime-link")
 
     async def stop(self) -> None:
         """Close the connection; in stdio mode SIGTERM the runtime, 2 s grace, then SIGKILL."""
         task, self._task = self._task, None
+        self.stopping = True
         # Cancel until it is done: an SDK call can swallow a cancellation that arrives just as
         # its answer does, and a session left running would race the next one.
         while task is not None and not task.done():
@@ -270,7 +273,8 @@ class RuntimeLink:
             self.log_tail.append(text)
             if exited := _PLUGIN_EXIT_IN_LOG.search(text):
                 self.exited_plugins.add(exited.group(1).replace("__", "/", 1))
-            runtime_logger.info("%s", text)
+            # Stopping, the runtime complains that its input closed: expected, not news.
+            runtime_logger.log(logging.DEBUG if self.stopping else logging.INFO, "%s", text)
 
     def plugin_failures(self) -> dict[str, str]:
         """`{"author/name": last error}` from the runtime's recent log. Only meaningful for
