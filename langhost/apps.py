@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin.apps import AdminConfig
 
 
 class LangHostConfig(AppConfig):
@@ -9,3 +10,9 @@ class LangHostConfig(AppConfig):
 
     def ready(self):
         from langhost import checks  # noqa: F401  (registers them)
+
+
+class LangHostAdminConfig(AdminConfig):
+    """Django's admin, on LangHost's site (`langhost.admin_site`)."""
+
+    default_site = "langhost.admin_site.LangHostAdminSite"

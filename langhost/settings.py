@@ -32,7 +32,7 @@ ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1
 INSTALLED_APPS = [
     # daphne first, so `runserver` serves ASGI (HTTP and WebSockets).
     "daphne",
-    "django.contrib.admin",
+    "langhost.apps.LangHostAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,11 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from langhost.api_root import ApiRoot
 from langhost.health import healthz
 from runners.admin.pages import dashboard_index, playground, run_detail, runtime_status
 
 urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("healthz", healthz, name="healthz"),
     path("admin/runtime/", admin.site.admin_view(runtime_status), name="admin-runtime-status"),
     path("admin/playground/", admin.site.admin_view(playground), name="admin-playground"),
@@ -18,6 +21,7 @@ urlpatterns = [
     # for the Content-Security-Policy to refuse.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/auth/", include("rest_framework.urls")),
+    path("api/v1/", ApiRoot.as_view(), name="api-root"),
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("runners.api.urls")),
 ]

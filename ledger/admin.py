@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from ledger.admin_links import link, run_link, status_badge
 from ledger.models import (
     TERMINAL_STATUSES,
     AgentRun,
@@ -81,6 +82,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     paginator = LargeTablePaginator
     show_full_result_count = False
 
+    class Media:
+        css = {"all": ["langhost/css/langhost.css"]}
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -90,7 +94,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(AgentRun)
 class AgentRunAdmin(ReadOnlyAdmin):
-    list_display = ["run_id", "status", "runner_id", "agent_id", "duration", "created_at"]
+    list_display = ["run", "status_", "runner_id", "agent", "project", "duration", "created_at"]
+    list_display_links = None
     list_filter = ["status", "runner_id", "created_at"]
     search_fields = ["run_id", "event_id", "conversation_id"]
     date_hierarchy = "created_at"
@@ -116,6 +121,22 @@ class AgentRunAdmin(ReadOnlyAdmin):
             context["model_calls"] = ModelCall.objects.filter(run_id=obj.run_id).order_by("id")
             context.update(timeline_page(obj.run_id))
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    @admin.display(description="run", ordering="id")
+    def run(self, run):
+        return run_link(run.run_id)
+
+    @admin.display(description="status", ordering="status")
+    def status_(self, run):
+        return status_badge(run.status)
+
+    @admin.display(description="agent")
+    def agent(self, run):
+        return link("agent", run.agent_id)
+
+    @admin.display(description="project")
+    def project(self, run):
+        return link("project", run.project_id)
 
     @admin.display(description="duration")
     def duration(self, run):
@@ -182,8 +203,12 @@ class AgentRunnerStateAdmin(ReadOnlyAdmin):
 
 @admin.register(Transcript)
 class TranscriptAdmin(ReadOnlyAdmin):
-    list_display = ["id", "conversation_id", "role", "author", "short_content", "run_id",
+    list_display = ["id", "conversation_id", "role", "author", "short_content", "run",
                     "created_at"]
+
+    @admin.display(description="run")
+    def run(self, row):
+        return run_link(row.run_id) if row.run_id else "—"
     list_filter = ["role"]
     search_fields = ["conversation_id", "content", "run_id", "event_id"]
 
@@ -208,8 +233,55 @@ class SteeringItemAdmin(ReadOnlyAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ["conversation_id", "title", "agent_id", "user_id", "project_id", "updated_at"]
-    search_fields = ["conversation_id", "title", "agent_id", "user_id"]
+    list_display = ["conversation", "agent", "user", "project", "updated_at"]
+    search_fields = ["conversation_id", "client_id", "title", "agent_id", "user_id"]
+    readonly_fields = ["conversation_id", "client_id", "title", "agent", "user", "project",
+                       "created_at", "updated_at"]
+    fields = readonly_fields
+
+    @admin.display(description="conversation", ordering="updated_at")
+    def conversation(self, row):
+        return row.title or row.client_id
+
+    @admin.display(description="agent")
+    def agent(self, row):
+        return link("agent", row.agent_id)
+
+    @admin.display(description="user")
+    def user(self, row):
+        return link("user", row.user_id)
+
+    @admin.display(description="project")
+    def project(self, row):
+        return link("project", row.project_id)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
+        if obj is not None:
+            context.update(conversation_page(obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+# What the conversation page shows inline, newest runs first.
+CONVERSATION_ROWS = 200
+
+
+def conversation_page(conversation: Conversation) -> dict:
+    """The conversation's transcript, its state by scope, its artifacts and its runs."""
+    conversation_id = conversation.conversation_id
+    state: dict[str, list] = {}
+    for row in AgentRunnerState.objects.filter(conversation_id=conversation_id) \
+            .order_by("scope", "state_key")[:CONVERSATION_ROWS]:
+        state.setdefault(row.scope, []).append(row)
+    return {
+        "transcript": Transcript.objects.filter(conversation_id=conversation_id)
+        .order_by("id")[:CONVERSATION_ROWS],
+        "state_by_scope": sorted(state.items()),
+        "artifacts": Artifact.objects.filter(conversation_id=conversation_id)
+        .order_by("name", "-version")[:CONVERSATION_ROWS],
+        "runs": AgentRun.objects.filter(conversation_id=conversation_id)
+        .order_by("-id")[:CONVERSATION_ROWS],
+    }
 
 
 @admin.register(Artifact)

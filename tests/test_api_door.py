@@ -35,6 +35,7 @@ PUBLIC_OPERATIONS = {
 }
 
 ROUTES_OUTSIDE_THE_SCHEMA = {
+    "/api/v1/",  # the API root: links to the operations below
     "/api/schema/",  # the OpenAPI schema
     "/api/docs/",  # Swagger UI
     "/api/auth/login/",  # the browsable API's session sign-in pages
