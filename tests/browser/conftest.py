@@ -27,11 +27,13 @@ from tests.timing import scaled
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv" / "bin" / "python"
 FIXTURE_PLUGIN = ROOT / "tests" / "fixtures" / "plugins" / "e2e__agent-runner-qa"
+EXAMPLES_PLUGIN = ROOT / "plugins" / "langhost__examples"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ECHO = "plugin:e2e/agent-runner-qa/default"
 SLOW = "plugin:e2e/agent-runner-qa/slow"
+STREAMING_ECHO = "plugin:langhost/examples/echo"
 OUTSIDER_EMAIL = "outsider@example.com"
 OUTSIDER_PASSWORD = "Outsider-Passw0rd-77"
 CHROMIUM_FLAGS = [
@@ -104,8 +106,9 @@ def browser_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     plugins = tmp / "plugins"
     plugins.mkdir()
-    shutil.copytree(FIXTURE_PLUGIN, plugins / FIXTURE_PLUGIN.name,
-                    ignore=shutil.ignore_patterns("__pycache__", "cancelled-*"))
+    for plugin in (FIXTURE_PLUGIN, EXAMPLES_PLUGIN):
+        shutil.copytree(plugin, plugins / plugin.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "cancelled-*"))
     overrides = {"LANGHOST_DATA_DIR": str(tmp / "data"), "LANGHOST_PLUGINS_DIR": str(plugins)}
     url, process = start_daphne(overrides)
     try:
@@ -116,7 +119,7 @@ def browser_server(tmp_path_factory):
                                 timeout=scaled(60))
         assert result.returncode == 0, result.stderr
         server = Server(url, json.loads(result.stdout.strip().splitlines()[-1]))
-        server.wait_for_runners(ECHO, SLOW)
+        server.wait_for_runners(ECHO, SLOW, STREAMING_ECHO)
         yield server
         server.http.close()
     finally:
