@@ -94,6 +94,15 @@ class Unprocessable(exceptions.APIException):
         self.extra = extra
 
 
+class BadInput(Unprocessable):
+    """Input that is malformed or invalid (400), naming the field at fault, in the words of
+    `detail` (a serializer's errors read "Invalid input (<fields>): ...")."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "The request is malformed."
+    default_code = "invalid"
+
+
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
@@ -140,6 +149,9 @@ def exception_handler(exc, context):
         response.data = {"detail": str(exc.detail), **exc.extra}
         if exc.field:
             response.data["errors"] = {exc.field: [str(exc.detail)]}
+    elif isinstance(getattr(exc, "detail", None), dict):
+        # simplejwt's `{detail, code, messages}` for a bad token: its one message, as above.
+        response.data = {"detail": str(exc.detail.get("detail") or _first_message(exc.detail))}
     return response
 
 

@@ -59,3 +59,11 @@ def test_invalid_token_gets_401_on_list(jwt_client, db):
     response = jwt_client("not-a-jwt").get("/api/v1/projects")
 
     assert response.status_code == 401
+
+
+def test_a_bad_token_gets_the_same_error_envelope_as_every_error(anon_client):
+    response = anon_client.get("/api/v1/projects", HTTP_AUTHORIZATION="Bearer not.a.token")
+
+    assert response.status_code == 401
+    assert list(response.json()) == ["detail"]
+    assert "token" in response.json()["detail"].lower()
