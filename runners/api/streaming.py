@@ -26,14 +26,18 @@ def ndjson(frame: dict) -> str:
     return json.dumps(frame, default=str) + "\n"
 
 
-async def response(body, stream: bool):
-    """201: NDJSON streamed as `body` yields it, or the JSON `body` yields once, as a whole."""
+async def response(body, stream: bool, prepared: door.PreparedRun):
+    """201: NDJSON streamed as `body` yields it, or the outcome `body` yields once, as JSON;
+    200 for the outcome of an event sent before (its earlier run's, replayed)."""
     if stream:
         return StreamingHttpResponse(body, status=status.HTTP_201_CREATED,
                                      content_type="application/x-ndjson")
     async with aclosing(body):
-        content = "".join([chunk async for chunk in body])
-    return HttpResponse(content, status=status.HTTP_201_CREATED, content_type="application/json")
+        outcome = [chunk async for chunk in body][-1]
+    replayed = outcome.get("run_id") not in (None, prepared.run_id) \
+        and outcome.get("status") != "steered"
+    return HttpResponse(json.dumps(outcome, default=str), content_type="application/json",
+                        status=status.HTTP_200_OK if replayed else status.HTTP_201_CREATED)
 
 
 # Built once: a serializer's fields are deep-copied for each instance, and these are only
@@ -51,7 +55,7 @@ async def run_body(prepared: door.PreparedRun, stream: bool):
     `run.started`, messages, `run.finished`."""
     try:
         if not stream:
-            yield json.dumps(run_outcome(await door.run_to_end(prepared)), default=str)
+            yield run_outcome(await door.run_to_end(prepared))
             return
         yield ndjson({"type": "run.started", "run_id": prepared.run_id,
                       "event_id": prepared.public_event_id})
@@ -59,7 +63,8 @@ async def run_body(prepared: door.PreparedRun, stream: bool):
             yield ndjson(message.as_dict())
         yield ndjson({"type": "run.finished", **run_outcome(await door.outcome(prepared))})
     except RunRefused as exc:
-        yield (ndjson if stream else json.dumps)({"type": "run.refused", "detail": str(exc)})
+        frame = {"type": "run.refused", "detail": str(exc)}
+        yield ndjson(frame) if stream else frame
 
 
 def reply_of(message_data: dict | None) -> dict | None:
@@ -94,8 +99,7 @@ async def message_body(prepared: door.PreparedRun, stream: bool):
             if stream:
                 yield ndjson(message.as_dict())
         body = message_outcome(await door.outcome(prepared, messages), agent_name, reply)
-        yield ndjson({"type": "run.finished", **body}) if stream else json.dumps(body,
-                                                                                 default=str)
+        yield ndjson({"type": "run.finished", **body}) if stream else body
     except RunRefused as exc:
         frame = {"type": "run.refused", "agent": agent_name, "detail": str(exc)}
-        yield ndjson(frame) if stream else json.dumps(frame)
+        yield ndjson(frame) if stream else frame

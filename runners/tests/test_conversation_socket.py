@@ -69,7 +69,7 @@ async def test_a_paused_agent_refuses_the_message_with_409(conversation, user, a
     assert not await AgentRun.objects.aexists()
 
 
-async def test_an_empty_message_is_refused_with_422(conversation, user):
+async def test_an_empty_message_is_refused_with_400(conversation, user):
     socket = await connect(conversation, user)
     await socket.receive_json_from(timeout=scaled(1))
 
@@ -77,7 +77,7 @@ async def test_an_empty_message_is_refused_with_422(conversation, user):
     error = await socket.receive_json_from(timeout=scaled(1))
     await socket.disconnect()
 
-    assert error["status"] == 422
+    assert error["status"] == 400
 
 
 async def test_someone_elses_conversation_is_closed_with_4404(conversation, outsider):

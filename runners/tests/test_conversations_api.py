@@ -88,12 +88,12 @@ def test_get_returns_state_and_the_last_entries_oldest_first(user_client, agent)
     assert body["state"] == {"k": 1}
 
 
-def test_bad_limit_answers_422(user_client, agent):
+def test_bad_limit_answers_400(user_client, agent):
     conversation = open_conversation(user_client, agent)
 
     response = user_client.get(f"{conversations_url(agent)}/{conversation['id']}?limit=many")
 
-    assert response.status_code == 422
+    assert response.status_code == 400
     assert "limit" in response.json()["errors"]
 
 

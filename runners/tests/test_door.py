@@ -85,11 +85,12 @@ def test_a_key_someone_else_used_first_does_not_stop_your_run(
 
 
 def test_your_own_repeated_key_replays_your_run(user_client, agent):
-    _, first = start_run(user_client, {"agent_id": str(agent.pk), "event_id": "again",
-                                       "input": {"text": "one"}})
-    _, second = start_run(user_client, {"agent_id": str(agent.pk), "event_id": "again",
-                                        "input": {"text": "two"}})
+    started, first = start_run(user_client, {"agent_id": str(agent.pk), "event_id": "again",
+                                             "input": {"text": "one"}})
+    replayed, second = start_run(user_client, {"agent_id": str(agent.pk), "event_id": "again",
+                                               "input": {"text": "two"}})
 
+    assert (started.status_code, replayed.status_code) == (201, 200)
     assert second["run_id"] == first["run_id"]
     assert AgentRun.objects.count() == 1
 

@@ -235,10 +235,10 @@ def test_terminated_agent_refuses_with_410(send, agent):
 
 
 @pytest.mark.parametrize("payload", [{}, {"text": ""}, {"text": "   "}, {"attachments": []}])
-def test_empty_message_answers_422(send, payload):
+def test_empty_message_answers_400(send, payload):
     response, body = send(payload)
 
-    assert response.status_code == 422
+    assert response.status_code == 400
     assert "needs text or at least one attachment" in body["detail"]
     assert nothing_written()
 
@@ -278,10 +278,10 @@ def test_oversize_attachment_answers_413(send, settings):
     assert nothing_written()
 
 
-def test_bad_base64_answers_422(send):
+def test_bad_base64_answers_400(send):
     response, body = send({"text": "x", "attachments": [{"name": "a", "data": "not base64!"}]})
 
-    assert response.status_code == 422
+    assert response.status_code == 400
     assert body["detail"] == "attachments[0].data is not valid base64."
     assert "attachments" in body["errors"]
     assert nothing_written()

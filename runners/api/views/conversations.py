@@ -32,7 +32,7 @@ from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from langhost.api import Conflict, Gone, Unprocessable
+from langhost.api import BadInput, Conflict, Gone, Unprocessable
 from langhost.async_views import AsyncDispatch
 from langhost.parsers import StrictJSONParser
 from ledger.models import Artifact, Conversation
@@ -92,7 +92,7 @@ def conversation_dict(conversation, *, state=None, entries=None) -> dict:
 
 def _decode_base64(value: str, field: str) -> tuple[bytes, str | None]:
     """Bytes of a base64 string or data URL (and the data URL's MIME type); 413 when the
-    decoded size would pass the artifact limit, 422 when it is not base64."""
+    decoded size would pass the artifact limit, 400 when it is not base64."""
     mime = None
     match = re.match(r"^data:([^;,]*)(;[^,]*)?,", value[:300])
     if match:
@@ -104,7 +104,7 @@ def _decode_base64(value: str, field: str) -> tuple[bytes, str | None]:
     try:
         data = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise Unprocessable(f"{field} is not valid base64.", field="attachments") from None
+        raise BadInput(f"{field} is not valid base64.", field="attachments") from None
     if len(data) > limit:
         raise PayloadTooLarge(f"{field} is {len(data)} bytes, over the {limit}-byte limit for a "
                               "file (LANGHOST_ARTIFACT_MAX_BYTES).")
@@ -120,7 +120,7 @@ def _version_param(request) -> int | None:
     except ValueError:
         version = 0
     if version < 1:
-        raise Unprocessable("version must be a positive integer.", field="version")
+        raise BadInput("version must be a positive integer.", field="version")
     return version
 
 
@@ -131,7 +131,7 @@ def message_parts(data) -> list[Part]:
     text = body.validated_data.get("text") or ""
     attachments = body.validated_data.get("attachments") or []
     if not text.strip() and not attachments:
-        raise Unprocessable("A message needs text or at least one attachment.", field="text")
+        raise BadInput("A message needs text or at least one attachment.", field="text")
     parts = [Part(text=text)] if text else []
     for index, item in enumerate(attachments):
         name = item.get("name") or ""
@@ -209,7 +209,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         conversation = self.get_conversation(conversation_id)
         raw_limit = request.query_params.get("limit")
         if raw_limit is not None and not raw_limit.isdigit():
-            raise Unprocessable("limit must be a positive integer.", field="limit")
+            raise BadInput("limit must be a positive integer.", field="limit")
         after = None
         if raw_after := request.query_params.get("after"):
             try:
@@ -262,7 +262,8 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
             parts=message_parts(request.data), artifact_url=f"{base}/artifacts")
         stream = streaming.wants_stream(request)
-        return await streaming.response(streaming.message_body(prepared, stream), stream)
+        return await streaming.response(streaming.message_body(prepared, stream), stream,
+                                        prepared)
 
 
 # --- artifacts ----------------------------------------------------------------------------
@@ -296,8 +297,8 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         data = body.validated_data
         sources = [key for key in ("file", "data", "text") if key in data]
         if len(sources) != 1:
-            raise Unprocessable("Give exactly one of file (multipart), data (base64) or text.",
-                                field="file")
+            raise BadInput("Give exactly one of file (multipart), data (base64) or text.",
+                           field="file")
         upload = data.get("file")
         name = data.get("name") or (upload.name if upload else "")
         mime_type = data.get("mime_type")

@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser
-from langhost.api import Unprocessable
+from langhost.api import BadInput, Unprocessable
 from langhost.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
@@ -75,7 +75,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         serializer.is_valid(raise_exception=True)
         prepared = await prepare(door.Caller(request.user), serializer.validated_data)
         stream = streaming.wants_stream(request)
-        return await streaming.response(streaming.run_body(prepared, stream), stream)
+        return await streaming.response(streaming.run_body(prepared, stream), stream, prepared)
 
     @extend_schema(responses=RunEventSerializer(many=True),
                    parameters=[OpenApiParameter("after_sequence", int)])
@@ -85,7 +85,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         try:
             after = int(request.query_params.get("after_sequence", 0))
         except ValueError:
-            raise Unprocessable("after_sequence must be an integer.", field="after_sequence") from None
+            raise BadInput("after_sequence must be an integer.", field="after_sequence") from None
         events = AgentRunEvent.objects.filter(run_id=run.run_id, sequence__gt=after).order_by("sequence")
         page = self.paginate_queryset(events)
         return self.get_paginated_response(RunEventSerializer(page, many=True).data)
