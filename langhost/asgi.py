@@ -23,13 +23,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from accounts.channels_auth import TokenAuthMiddlewareStack  # noqa: E402
+from langhost.websockets import with_fallback  # noqa: E402
 from runners.plugins.gateway import start_in_background  # noqa: E402
 from runners.routing import websocket_urlpatterns  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
         "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": TokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+        "websocket": TokenAuthMiddlewareStack(URLRouter(with_fallback(websocket_urlpatterns))),
     }
 )
 

@@ -248,3 +248,12 @@ async def test_a_ledger_that_keeps_failing_closes_the_stream_with_1011(superuser
     frames, code = await collect(communicator)
 
     assert (frames, code) == ([], 1011)
+
+
+async def test_a_websocket_to_a_path_no_route_matches_closes_with_4404():
+    communicator = WebsocketCommunicator(application, "/ws/nothing-here/")
+    connected, _ = await communicator.connect(timeout=scaled(5))
+
+    assert connected
+    assert (await communicator.receive_output(timeout=scaled(5)))["code"] == 4404
+    await communicator.disconnect()

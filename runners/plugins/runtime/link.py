@@ -18,6 +18,7 @@ import re
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from langbot_plugin.entities.io.actions.enums import CommonAction, LangBotToRuntimeAction
@@ -186,7 +187,8 @@ class RuntimeLink:
             "mode": self.mode,
             "state": self.state,
             "state_reason": self.state_reason,
-            "connected_since": since,
+            "connected_since": None if since is None else datetime.fromtimestamp(
+                since, UTC).isoformat(),
             "uptime": None if since is None else time.time() - since,
             "last_error": self.last_error,
             "pid": self.pid,
