@@ -8,11 +8,19 @@ PY := $(VENV)/bin/python
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
-install: $(PY)
+# pip runs again only when pyproject.toml changed (the install is editable: code changes need
+# no reinstall).
+$(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
 
-install-test: $(PY)
+$(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
 
 # The browser tests drive Debian's chromium through chromium-driver; installed once.
 browser:
