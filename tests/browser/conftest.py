@@ -119,6 +119,7 @@ def browser_server(tmp_path_factory):
                                 timeout=scaled(60))
         assert result.returncode == 0, result.stderr
         server = Server(url, json.loads(result.stdout.strip().splitlines()[-1]))
+        server.env = daphne_environ(overrides)
         server.wait_for_runners(ECHO, SLOW, STREAMING_ECHO)
         yield server
         server.http.close()

@@ -1,13 +1,14 @@
 """The operator's way around the admin, and a long streamed run that stays light, in chromium."""
 
 import json
+import subprocess
 import threading
 import time
 
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.browser.conftest import STREAMING_ECHO, wait_until
+from tests.browser.conftest import PYTHON, ROOT, STREAMING_ECHO, wait_until
 from tests.timing import scaled
 
 pytestmark = pytest.mark.browser
@@ -104,3 +105,43 @@ def test_a_long_streamed_run_page_is_interactive_at_once_and_cancel_acts_at_once
     assert run["status"] == "cancelled"
     wait_until(lambda: "size" in long_run, what="the client's stream to end")
     assert long_run["size"] < 3 * len(LONG_TEXT)
+
+
+SEED_EVENTS = """
+import uuid
+from ledger.models import AgentRun, AgentRunEvent
+run = AgentRun.objects.create(run_id=str(uuid.uuid4()), event_id=str(uuid.uuid4()),
+                              runner_id="builtin:echo", status="completed", status_reason="stop")
+AgentRunEvent.objects.bulk_create(
+    [AgentRunEvent(run=run, sequence=n, type="message.delta",
+                   data_json={"chunk": {"role": "assistant", "content": f"w{n} "}})
+     for n in range(1, 10_001)], batch_size=500)
+print(run.run_id)
+"""
+
+
+def test_a_run_of_ten_thousand_events_opens_at_once_and_loads_older_on_demand(
+        browser, browser_server):
+    seeded = subprocess.run([str(PYTHON), "manage.py", "shell", "-c", SEED_EVENTS],
+                            cwd=ROOT, env=browser_server.env, capture_output=True, text=True,
+                            timeout=scaled(120))
+    assert seeded.returncode == 0, seeded.stderr
+    run_id = seeded.stdout.strip().splitlines()[-1]
+
+    opened = time.monotonic()
+    browser.get(f"{browser_server.url}/admin/runs/{run_id}/")
+    wait_until(lambda: browser.find_element(By.ID, "run-status").text == "completed"
+               and len(timeline_rows(browser)) == 200, what="the newest events")
+    assert time.monotonic() - opened < scaled(3.0)
+    assert timeline_rows(browser)[0] == "9801" and timeline_rows(browser)[-1] == "10000"
+    assert browser.find_element(By.ID, "run-event-count").text == "10000"
+
+    browser.find_element(By.ID, "run-load-older").click()
+    wait_until(lambda: len(timeline_rows(browser)) == 300, what="a page of older events")
+    assert timeline_rows(browser)[0] == "9701"
+
+
+def timeline_rows(browser) -> list[str]:
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('#run-timeline-body tr.run-event'))"
+        ".map(row => row.dataset.sequence);")
