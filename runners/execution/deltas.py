@@ -4,9 +4,10 @@ LangBot runners send a delta's text either as the new text or as the whole text 
 (`content`), and the SDK's chunks may repeat the whole text in `all_content`: stored and sent
 as they come, a long streamed reply costs the square of its length. `coalesced()` turns every
 text delta into its new text only, and merges the text deltas that arrive close together into
-one: the first text shows within `COALESCE_SECONDS`, and the longer the reply grows, the
-bigger the steps it grows by (never more than `MAX_HOLD_SECONDS` apart). The reply is rebuilt
-by joining the deltas' `content`; `message.completed` carries it whole.
+one: the first text of a message goes out at once (its time to first token is the runner's),
+the next within `COALESCE_SECONDS`, and the longer the reply grows, the bigger the steps it
+grows by (never more than `MAX_HOLD_SECONDS` apart). The reply is rebuilt by joining the
+deltas' `content`; `message.completed` carries it whole.
 """
 
 import asyncio
@@ -108,8 +109,10 @@ async def coalesced(stream: AsyncIterator[dict],
             if isinstance(result, dict) and result.get("type") == "message.completed":
                 text_so_far = ""  # the next message's deltas start over
             chunk = _text_chunk(result)
+            first = False
             if chunk is not None:
                 text = new_text(text_so_far, chunk["content"], chunk.get("all_content"))
+                first = not text_so_far  # the first text of a message is never held
                 text_so_far += text
                 chunk = {key: value for key, value in chunk.items()
                          if value is not None and key != "all_content"}
@@ -123,8 +126,11 @@ async def coalesced(stream: AsyncIterator[dict],
                 held, pending = pending, None
                 yield held
             if chunk is not None:
-                pending = {**result, "data": {**result["data"], "chunk": chunk}}
-                held_since = loop.time()
+                merged = {**result, "data": {**result["data"], "chunk": chunk}}
+                if first:
+                    yield merged
+                    continue
+                pending, held_since = merged, loop.time()
                 continue
             yield result
         if pending is not None:

@@ -17,12 +17,32 @@ async def collect(results, window=0.05):
     return [item async for item in coalesced(stream(), window)]
 
 
-def test_a_burst_of_deltas_becomes_one_delta_with_the_whole_text():
+def test_the_first_text_goes_out_alone_and_the_burst_after_it_as_one_delta():
     out = asyncio.run(collect([delta(1, "ab "), delta(2, "ab "), delta(3, "cd"),
-                               {"type": "run.completed", "sequence": 4, "data": {}}]))
-    assert [item["type"] for item in out] == ["message.delta", "run.completed"]
-    assert out[0]["data"]["chunk"]["content"] == "ab ab cd"
-    assert (out[0][MERGED_FROM], out[0]["sequence"]) == (1, 3)
+                               delta(4, "!"), {"type": "run.completed", "sequence": 5,
+                                               "data": {}}]))
+    assert [item["type"] for item in out] == ["message.delta"] * 2 + ["run.completed"]
+    assert [item["data"]["chunk"]["content"] for item in out[:2]] == ["ab ", "ab cd!"]
+    assert (out[1][MERGED_FROM], out[1]["sequence"]) == (2, 4)
+
+
+def test_the_first_text_is_not_held_while_the_runner_is_still_talking():
+    async def scenario():
+        later = asyncio.Event()
+
+        async def stream():
+            yield delta(1, "Hello")
+            await later.wait()
+            yield delta(2, ", world")
+
+        results = coalesced(stream(), window=60)
+        first = await asyncio.wait_for(anext(results), 5)
+        later.set()
+        return first, [item async for item in results]
+
+    first, rest = asyncio.run(scenario())
+    assert first["data"]["chunk"]["content"] == "Hello"
+    assert [item["data"]["chunk"]["content"] for item in rest] == [", world"]
 
 
 def test_deltas_that_repeat_the_whole_text_so_far_keep_only_their_new_text():
@@ -33,8 +53,8 @@ def test_deltas_that_repeat_the_whole_text_so_far_keep_only_their_new_text():
 def test_all_content_says_what_is_new_and_is_not_kept():
     out = asyncio.run(collect([delta(1, "ab ", all_content="ab"),
                                delta(2, "ab ", all_content="ab ab")]))
-    chunk = out[0]["data"]["chunk"]
-    assert chunk["content"] == "ab ab" and "all_content" not in chunk
+    assert [item["data"]["chunk"]["content"] for item in out] == ["ab", " ab"]
+    assert all("all_content" not in item["data"]["chunk"] for item in out)
 
 
 def test_a_held_delta_goes_out_when_the_runner_pauses():
@@ -43,25 +63,29 @@ def test_a_held_delta_goes_out_when_the_runner_pauses():
 
         async def stream():
             yield delta(1, "first ")
+            yield delta(2, "then ")
             await later.wait()
-            yield delta(2, "second")
+            yield delta(3, "second")
 
         results = coalesced(stream(), window=0.01)
         first = await asyncio.wait_for(anext(results), 5)
+        second = await asyncio.wait_for(anext(results), 5)
         later.set()
-        rest = [item async for item in results]
-        return first, rest
+        return first, second, [item async for item in results]
 
-    first, rest = asyncio.run(scenario())
-    assert first["data"]["chunk"]["content"] == "first "
+    first, second, rest = asyncio.run(scenario())
+    assert [first["data"]["chunk"]["content"], second["data"]["chunk"]["content"]] == [
+        "first ", "then "]
     assert [item["data"]["chunk"]["content"] for item in rest] == ["second"]
 
 
 def test_other_results_pass_through_in_order_and_end_a_burst():
-    tool = {"type": "tool.call.started", "sequence": 2, "data": {"tool_name": "t"}}
-    out = asyncio.run(collect([delta(1, "a"), tool, delta(3, "b"), delta(4, "c")]))
+    tool = {"type": "tool.call.started", "sequence": 3, "data": {"tool_name": "t"}}
+    out = asyncio.run(collect([delta(1, "a"), delta(2, "b"), tool, delta(4, "c"),
+                               delta(5, "d")]))
     assert [(item["type"], item["sequence"]) for item in out] == [
-        ("message.delta", 1), ("tool.call.started", 2), ("message.delta", 4)]
+        ("message.delta", 1), ("message.delta", 2), ("tool.call.started", 3),
+        ("message.delta", 5)]
 
 
 def test_deltas_with_tool_calls_are_left_as_they_are():
