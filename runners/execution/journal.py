@@ -126,6 +126,15 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
     )
 
 
+def input_record(event: AgentEventEnvelope) -> dict:
+    """The event's input as the event log keeps it: a message's `contents` that only repeat
+    its text are kept once, as `text`."""
+    data = event.input.model_dump(exclude_none=True)
+    if data.get("contents") == [{"type": "text", "text": data.get("text")}]:
+        del data["contents"]
+    return data
+
+
 def event_log_row(event: AgentEventEnvelope, run_id, runner_id, **metadata) -> dict:
     return {
         "event_id": event.event_id, "event_type": event.event_type, "source": event.source,
@@ -135,7 +144,7 @@ def event_log_row(event: AgentEventEnvelope, run_id, runner_id, **metadata) -> d
         "subject_type": event.subject.subject_type if event.subject else "",
         "subject_id": (event.subject.subject_id if event.subject else "") or "",
         "input_summary": (event.input.text or "")[:1000],
-        "input_json": event.input.model_dump(exclude_none=True),
+        "input_json": input_record(event),
         "metadata_json": metadata,
         **({"run_id": run_id} if run_id else {}),
     }
