@@ -139,3 +139,5 @@ async def coalesced(stream: AsyncIterator[dict],
         if waiting is not None:
             waiting.cancel()
             await asyncio.gather(waiting, return_exceptions=True)
+        # Closing the runner's stream is what cancels it on the runtime's side.
+        await stream.aclose()

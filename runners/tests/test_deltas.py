@@ -93,3 +93,27 @@ def test_deltas_with_tool_calls_are_left_as_they_are():
                                      "function": {"name": "f", "arguments": "{}"}}])
     out = asyncio.run(collect([delta(1, "a"), call]))
     assert len(out) == 2 and out[1] is call
+
+
+def test_closing_the_stream_closes_the_runners_stream_which_cancels_the_runner():
+    closed = []
+
+    async def stream():
+        try:
+            yield delta(1, "a")
+            yield delta(2, "b")
+            await asyncio.sleep(60)
+        finally:
+            closed.append(True)
+
+    async def scenario():
+        results = coalesced(stream(), window=60)
+        await anext(results)
+        try:  # "b" is held and the runner's next result awaited: the run's deadline hits
+            await asyncio.wait_for(anext(results), 0.05)
+        except TimeoutError:
+            pass
+        await results.aclose()
+
+    asyncio.run(scenario())
+    assert closed == [True]
