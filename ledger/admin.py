@@ -219,9 +219,18 @@ class TranscriptAdmin(ReadOnlyAdmin):
 
 @admin.register(EventLog)
 class EventLogAdmin(ReadOnlyAdmin):
-    list_display = ["event_id", "event_type", "source", "run_id", "conversation_id", "created_at"]
+    list_display = ["event_id", "event_type", "source", "run", "project", "conversation_id",
+                    "created_at"]
     list_filter = ["event_type", "source"]
     search_fields = ["event_id", "run_id", "conversation_id", "input_summary"]
+
+    @admin.display(description="run")
+    def run(self, row):
+        return run_link(row.run_id) if row.run_id else "—"
+
+    @admin.display(description="project")
+    def project(self, row):
+        return link("project", row.project_id)
 
 
 @admin.register(SteeringItem)
@@ -286,7 +295,15 @@ def conversation_page(conversation: Conversation) -> dict:
 
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
-    list_display = ["name", "version", "mime_type", "size", "conversation_id", "user_id",
-                    "created_at"]
+    list_display = ["name", "version", "mime_type", "size", "conversation_id", "user",
+                    "project", "created_at"]
+
+    @admin.display(description="user")
+    def user(self, row):
+        return link("user", row.user_id)
+
+    @admin.display(description="project")
+    def project(self, row):
+        return link("project", row.project_id)
     search_fields = ["name", "conversation_id", "user_id", "sha256"]
     readonly_fields = ["sha256", "storage_path"]
