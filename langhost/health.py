@@ -35,11 +35,20 @@ async def _state(check) -> str:
     return "ok"
 
 
-async def healthz(request):
-    parts = {
+async def parts() -> dict[str, str]:
+    """The state of what every LangHost process needs: `ok`, or `down: <why>`."""
+    return {
         "database": await _state(sync_to_async(_query_database)),
         "channel_layer": await _state(_round_trip_channel_layer),
     }
-    healthy = all(state == "ok" for state in parts.values())
-    return JsonResponse({"status": "ok" if healthy else "unavailable", **parts},
-                        status=200 if healthy else 503)
+
+
+def answer(states: dict) -> tuple[dict, int]:
+    """The health answer's body and status: 200 when every part is ok, else 503."""
+    healthy = all(state == "ok" for state in states.values())
+    return {"status": "ok" if healthy else "unavailable", **states}, 200 if healthy else 503
+
+
+async def healthz(request):
+    body, status = answer(await parts())
+    return JsonResponse(body, status=status)

@@ -6,6 +6,7 @@ from channels.worker import Worker
 from django.core.management.base import BaseCommand
 
 from runners.execution.process import host_process
+from runners.plugins import health_server
 from runners.plugins.gateway import LocalGateway
 from runners.plugins.runtime import RuntimeLinkError
 from runners.plugins.worker import RUNTIME_CHANNEL, RuntimeWorkerConsumer
@@ -20,16 +21,23 @@ class Command(BaseCommand):
         "and fail runs whose process stopped renewing their lease."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--health-port", type=int, help="answer GET /healthz on this "
+                            "port of 127.0.0.1: 200 when the database, the Channels layer and "
+                            "the runtime link are up, else 503")
+
+    def handle(self, *args, health_port=None, **options):
         logging.getLogger("runners").setLevel(logging.INFO)
         try:
-            asyncio.run(self._serve())
+            asyncio.run(self._serve(health_port))
         except KeyboardInterrupt:
             self.stdout.write("runtime stopped")
 
-    async def _serve(self):
+    async def _serve(self, health_port: int | None):
         # This command's loop lives as long as the process: the runtime is bound to it.
         gateway = host_process().use_gateway(LocalGateway())
+        if health_port:
+            await health_server.start(gateway, health_port)
         RuntimeWorkerConsumer.gateway = gateway
         worker = Worker(application=RuntimeWorkerConsumer.as_asgi(), channels=[RUNTIME_CHANNEL],
                         channel_layer=get_channel_layer())
