@@ -28,3 +28,13 @@ def test_an_unknown_runner_prints_why_and_no_run_id(tmp_path):
     assert done.returncode == 1
     assert done.stdout == ""
     assert "nobody" in done.stderr and "run " not in done.stderr
+
+
+def test_on_a_data_dir_never_migrated_it_makes_its_tables_quietly(tmp_path):
+    env = langhost_env(tmp_path / "new-data", plugins_dir_with(tmp_path, "e2e__agent-runner-qa"))
+
+    done = manage("run_agent", "--runner", ECHO, "first words", env=env, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"e2e echo: first words\nrun [0-9a-f-]{36} completed\n", done.stdout)
+    assert done.stderr == ""

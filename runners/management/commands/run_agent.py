@@ -3,7 +3,10 @@ import json
 import logging
 
 from asgiref.sync import sync_to_async
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
@@ -29,6 +32,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if not options["verbose"]:
             logging.getLogger().setLevel(logging.WARNING)
+        # Like `serve`: a fresh data dir gets its tables first, quietly.
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            call_command("migrate", interactive=False, verbosity=0)
         status = asyncio.run(self._run(options))
         if status not in ("completed", "steered"):
             raise CommandError(f"run ended with status {status}")
