@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from accounts.tokens import access_token_for
-from langhost.asgi import application
+from langhost.asgi import application, router
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
@@ -251,7 +251,8 @@ async def test_a_ledger_that_keeps_failing_closes_the_stream_with_1011(superuser
 
 
 async def test_a_websocket_to_a_path_no_route_matches_closes_with_4404():
-    communicator = WebsocketCommunicator(application, "/ws/nothing-here/")
+    # The router itself: `application` would start this process's runtime on first use.
+    communicator = WebsocketCommunicator(router, "/ws/nothing-here/")
     connected, _ = await communicator.connect(timeout=scaled(5))
 
     assert connected
