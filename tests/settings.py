@@ -9,6 +9,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 from langhost import data_dir
 
@@ -18,3 +19,9 @@ os.environ["LANGHOST_DATA_DIR"] = _session_data_dir
 data_dir.prepare()  # what manage.py and asgi.py do for a real process
 
 from langhost.settings import *  # noqa: E402, F403
+
+# A test that reaches `langhost.asgi.application` starts this process's own runtime (as the
+# first request of a server would): with no plugins, nothing it discovers is written into the
+# database other tests share. Tests that need plugins bring their own gateway and plugins dir.
+LANGHOST_PLUGINS_DIR = Path(_session_data_dir) / "no-plugins"
+LANGHOST_PLUGINS_DIR.mkdir()
