@@ -3,7 +3,6 @@ import json
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db.models import Max
-from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
@@ -85,6 +84,23 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     class Media:
         css = {"all": ["langhost/css/langhost.css"]}
 
+    # Columns for the ids ledger rows keep as strings: names, linked (`ledger.admin_links`).
+    @admin.display(description="run")
+    def run(self, row):
+        return run_link(row.run_id) if row.run_id else "—"
+
+    @admin.display(description="agent")
+    def agent(self, row):
+        return link("agent", row.agent_id)
+
+    @admin.display(description="project")
+    def project(self, row):
+        return link("project", row.project_id)
+
+    @admin.display(description="user")
+    def user(self, row):
+        return link("user", row.user_id)
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -122,21 +138,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
             context.update(timeline_page(obj.run_id))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
-    @admin.display(description="run", ordering="id")
-    def run(self, run):
-        return run_link(run.run_id)
-
     @admin.display(description="status", ordering="status")
     def status_(self, run):
         return status_badge(run.status)
 
-    @admin.display(description="agent")
-    def agent(self, run):
-        return link("agent", run.agent_id)
-
-    @admin.display(description="project")
-    def project(self, run):
-        return link("project", run.project_id)
 
     @admin.display(description="duration")
     def duration(self, run):
@@ -172,13 +177,6 @@ class ModelCallAdmin(ReadOnlyAdmin):
     search_fields = ["run_id", "agent_id", "model_name", "caller", "error"]
     readonly_fields = ["run"]
 
-    @admin.display(description="run")
-    def run(self, call):
-        if not call.run_id:
-            return "—"
-        return format_html('<a href="{}">{}</a>',
-                           reverse("admin-run-detail", args=[call.run_id]), call.run_id)
-
     def has_delete_permission(self, request, obj=None):
         return False
 
@@ -205,10 +203,6 @@ class AgentRunnerStateAdmin(ReadOnlyAdmin):
 class TranscriptAdmin(ReadOnlyAdmin):
     list_display = ["id", "conversation_id", "role", "author", "short_content", "run",
                     "created_at"]
-
-    @admin.display(description="run")
-    def run(self, row):
-        return run_link(row.run_id) if row.run_id else "—"
     list_filter = ["role"]
     search_fields = ["conversation_id", "content", "run_id", "event_id"]
 
@@ -224,13 +218,6 @@ class EventLogAdmin(ReadOnlyAdmin):
     list_filter = ["event_type", "source"]
     search_fields = ["event_id", "run_id", "conversation_id", "input_summary"]
 
-    @admin.display(description="run")
-    def run(self, row):
-        return run_link(row.run_id) if row.run_id else "—"
-
-    @admin.display(description="project")
-    def project(self, row):
-        return link("project", row.project_id)
 
 
 @admin.register(SteeringItem)
@@ -251,18 +238,6 @@ class ConversationAdmin(ReadOnlyAdmin):
     @admin.display(description="conversation", ordering="updated_at")
     def conversation(self, row):
         return row.title or row.client_id
-
-    @admin.display(description="agent")
-    def agent(self, row):
-        return link("agent", row.agent_id)
-
-    @admin.display(description="user")
-    def user(self, row):
-        return link("user", row.user_id)
-
-    @admin.display(description="project")
-    def project(self, row):
-        return link("project", row.project_id)
 
     def render_change_form(self, request, context, add=False, change=False, form_url="",
                            obj=None):
@@ -297,13 +272,5 @@ def conversation_page(conversation: Conversation) -> dict:
 class ArtifactAdmin(ReadOnlyAdmin):
     list_display = ["name", "version", "mime_type", "size", "conversation_id", "user",
                     "project", "created_at"]
-
-    @admin.display(description="user")
-    def user(self, row):
-        return link("user", row.user_id)
-
-    @admin.display(description="project")
-    def project(self, row):
-        return link("project", row.project_id)
     search_fields = ["name", "conversation_id", "user_id", "sha256"]
     readonly_fields = ["sha256", "storage_path"]

@@ -100,3 +100,16 @@ def test_the_agent_type_form_offers_the_known_runners(superuser):
     assert '<select name="runner_id"' in html
     assert "plugin:acme/sleepy/default (not available now)" in html
     assert 'value="builtin:llm-agent"' in html
+
+
+@pytest.mark.parametrize("changelist", ["agentrun", "transcript", "eventlog", "modelcall"])
+def test_ledger_lists_link_each_row_to_its_run(superuser, talk, changelist):
+    from ledger.models import EventLog, ModelCall
+
+    run_id = talk["run"].run_id
+    EventLog.objects.create(event_id="e1", event_type="message.received", run_id=run_id)
+    ModelCall.objects.create(run_id=run_id, model_id="m", model_name="m", status="ok")
+
+    html = signed_in(superuser).get(f"/admin/ledger/{changelist}/").content.decode()
+
+    assert f'<a href="/admin/runs/{run_id}/">{run_id}</a>' in html
