@@ -186,7 +186,10 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # A receive blocks in Redis for up to 5 s; redis-py's default read timeout (5 s
             # in recent versions) would race it and fail idle receives at random.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                       # A process's reply channels share one Redis list, and the runtime
+                       # workers' queue takes every run start: room for bursts, not for 100.
+                       "capacity": 2000},
         }
     }
 else:

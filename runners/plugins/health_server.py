@@ -2,15 +2,17 @@
 manager that restarts what is unhealthy.
 
 The worker serves no other HTTP, so this is a few lines over asyncio's streams rather than a
-web server: 200 when its database, its Channels layer and its runtime link are all up, else 503
-naming what is not; the runtime link's own state (`mode`, `state`, `state_reason`) comes with
-it either way.
+web server: 200 when its database, its Channels layer and its runtime link are all up and it
+takes runs from the queue, else 503 naming what is not; the runtime link's own state (`mode`,
+`state`, `state_reason`) and how many runs this worker served and is streaming come with it
+either way.
 """
 
 import asyncio
 import json
 
 from langhost import health
+from runners.plugins.worker import RuntimeWorkerConsumer
 
 REQUEST_LIMIT_BYTES = 8192
 
@@ -45,7 +47,11 @@ async def _health(gateway) -> tuple[dict, int]:
     states = await health.parts()
     states["runtime"] = "ok" if link.get("state") == "ready" else \
         f"down: {link.get('state')} ({link.get('state_reason') or 'no reason given'})"
+    # Until its first discovery is done the worker takes no runs from the queue.
+    states["queue"] = "ok" if RuntimeWorkerConsumer.own_channel else "down: not serving yet"
     body, status = health.answer(states)
     body["runtime_link"] = {key: link.get(key) for key in ("mode", "state", "state_reason",
                                                            "connected_since")}
+    body["runs"] = {"served": RuntimeWorkerConsumer.runs_served,
+                    "streaming": len(RuntimeWorkerConsumer.streams)}
     return body, status

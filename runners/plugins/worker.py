@@ -1,18 +1,23 @@
 """Reaching the runtime through the Channels layer, for deployments with several web processes.
 
-One process (`manage.py runtime`) owns the runtime link and serves the channel
-`langhost.runtime`; web processes use `ChannelGateway`, a `Gateway` like `LocalGateway`.
-The runs themselves execute (and keep their leases) in the web processes; the worker only
-streams each runner's results to them. Messages:
+Runtime workers (`manage.py runtime`, one or more) each own a runtime link and serve the shared
+channel `langhost.runtime`, a work queue: each message is served by one live worker. Web
+processes use `ChannelGateway`, a `Gateway` like `LocalGateway`. The runs themselves execute
+(and keep their leases) in the web processes; a worker only streams each runner's results to
+them. Messages:
 
   runner.list  {reply_channel}                          → {type: "runtime.reply", runners|error}
   run.start    {reply_channel, stream_id, runner, context, item_timeout}
-               → {type: "run.item", item}…, then {type: "run.end"} or {type: "run.error", error}
-  run.cancel   {stream_id}                              closes that run's stream (the plugin's
+               → {type: "run.accepted", worker}, then {type: "run.item", item}… (with
+                 {type: "run.alive"} every liveness tick), then {type: "run.end"} or
+                 {type: "run.error", error}
+  run.cancel   {stream_id}                              to the accepting worker's own channel:
+                                                          closes that run's stream (the plugin's
                                                           task is cancelled)
   runtime.status {reply_channel}                        → {type: "runtime.reply", status}
-  plugin.restart {author, name}                         the runtime relaunches the plugin, which
-                                                          reads its settings again
+  plugin.restart {author, name}                         to every worker (a group): the runtime
+                                                          relaunches the plugin, which reads its
+                                                          settings again
   tool.call    {reply_channel, plugin_author, plugin_name, tool_name, parameters, timeout}
                → {type: "runtime.reply", result} or {…, error, not_found}
 """
@@ -25,6 +30,7 @@ import uuid
 from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+from channels.worker import Worker
 
 from runners.execution import liveness
 from runners.models import RunnerDescriptor
@@ -33,15 +39,42 @@ from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
 logger = logging.getLogger(__name__)
 
 RUNTIME_CHANNEL = "langhost.runtime"
+WORKERS_GROUP = "langhost.runtime-workers"
 REPLY_TIMEOUT_SECONDS = 30.0
+# A serving worker says it is alive every liveness tick; this many ticks of silence mean it is
+# gone (killed, or cut off), and its runs fail well within their lease.
+SILENT_TICKS = 3
+# How long a worker's claim on a request is kept: well past any redelivery of it.
+CLAIM_SECONDS = 3600
 
 
 class RuntimeWorkerConsumer(AsyncConsumer):
     """Serves the runtime channel from the process that owns the link."""
 
-    gateway = None  # set by `manage.py runtime` (or a test) before messages arrive
+    gateway = None  # set by `serving_worker()` before messages arrive
+    own_channel = ""  # this worker's own channel, where the cancels of its runs arrive
     streams: dict[str, asyncio.Task] = {}
+    runs_served = 0
 
+    async def dispatch(self, message):
+        if "reply_channel" in message and not await self._claim(message["reply_channel"]):
+            return  # another worker took this request already
+        await super().dispatch(message)
+
+    async def _claim(self, reply_channel: str) -> bool:
+        """Whether this worker is the first to take the request answered on `reply_channel`.
+
+        channels-redis delivers a queue's message at least once, not exactly once: a worker
+        that starts receiving puts back what another one took but has not finished (its
+        safeguard against lost messages). A request that reaches two workers is served by
+        the one that claims it first, so no runner runs twice.
+        """
+        connection = getattr(self.channel_layer, "connection", None)
+        if connection is None:
+            return True  # a layer within one process delivers each message once
+        claimed = await connection(0).set(f"{self.channel_layer.prefix}:claimed:{reply_channel}",
+                                          1, nx=True, ex=CLAIM_SECONDS)
+        return bool(claimed)
     async def runner_list(self, message):
         try:
             stored = await self.gateway.discover()
@@ -68,6 +101,9 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         await self.channel_layer.send(message["reply_channel"], {"type": "runtime.reply", **reply})
 
     async def run_start(self, message):
+        await self.channel_layer.send(message["reply_channel"],
+                                      {"type": "run.accepted", "worker": self.own_channel})
+        type(self).runs_served += 1
         # No request cycle closes this long-lived process's connections: each run does.
         await liveness.recycle_db_connections()
         task = asyncio.ensure_future(self._stream(message))
@@ -86,6 +122,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
                                       plugin_name=runner["plugin_name"],
                                       runner_name=runner["runner_name"])
         stream = self.gateway.run_runner(descriptor, message["context"], message["item_timeout"])
+        alive = asyncio.ensure_future(self._say_alive(reply))
         try:
             async for item in stream:
                 await self.channel_layer.send(reply, {"type": "run.item", "item": item})
@@ -96,7 +133,36 @@ class RuntimeWorkerConsumer(AsyncConsumer):
             await self.channel_layer.send(reply, {"type": "run.error",
                                                   "error": f"{type(exc).__name__}: {exc}"})
         finally:
+            alive.cancel()
             await stream.aclose()
+
+    async def _say_alive(self, reply_channel: str) -> None:
+        while True:
+            await asyncio.sleep(liveness.tick_seconds())
+            await self.channel_layer.send(reply_channel, {"type": "run.alive"})
+
+
+async def serve(gateway, channel_layer) -> None:
+    """Serve `gateway` on the shared channel and on a channel of this worker's own (which is in
+    the workers' group) until cancelled."""
+    own_channel = await channel_layer.new_channel()  # the default prefix: see langhost.health
+    RuntimeWorkerConsumer.gateway, RuntimeWorkerConsumer.own_channel = gateway, own_channel
+    worker = Worker(application=RuntimeWorkerConsumer.as_asgi(),
+                    channels=[RUNTIME_CHANNEL, own_channel], channel_layer=channel_layer)
+    membership = asyncio.ensure_future(_stay_in_workers_group(channel_layer, own_channel))
+    try:
+        await worker.arun()
+    finally:
+        membership.cancel()
+        with contextlib.suppress(Exception):
+            await channel_layer.group_discard(WORKERS_GROUP, own_channel)
+
+
+async def _stay_in_workers_group(channel_layer, own_channel: str) -> None:
+    # Group membership expires (a day, in channels-redis): renewed well before.
+    while True:
+        await channel_layer.group_add(WORKERS_GROUP, own_channel)
+        await asyncio.sleep(3600)
 
 
 class RuntimeUnavailable(RuntimeLinkError):
@@ -137,8 +203,8 @@ class ChannelGateway:
         return (await self._request({"type": "runtime.status"}))["status"]
 
     async def restart_plugin(self, author: str, name: str) -> None:
-        await self.channel_layer.send(RUNTIME_CHANNEL,
-                                      {"type": "plugin.restart", "author": author, "name": name})
+        await self.channel_layer.group_send(
+            WORKERS_GROUP, {"type": "plugin.restart", "author": author, "name": name})
 
     async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
                         parameters: dict, timeout: float) -> dict:
@@ -161,26 +227,40 @@ class ChannelGateway:
                        "runner_name": descriptor.runner_name},
             "context": context, "item_timeout": item_timeout,
         })
+        loop = asyncio.get_running_loop()
+        silence_limit = SILENT_TICKS * liveness.tick_seconds()
+        item_deadline = loop.time() + item_timeout
+        worker = None  # the accepting worker's own channel
         finished = False
         try:
             while True:
+                wait = min(silence_limit, item_deadline - loop.time())
                 try:
                     message = await asyncio.wait_for(self.channel_layer.receive(reply_channel),
-                                                     item_timeout)
+                                                     max(wait, 0))
                 except TimeoutError:
-                    raise RuntimeUnavailable(f"no result within {item_timeout:.0f}s") from None
-                if message["type"] == "run.item":
+                    if loop.time() >= item_deadline:
+                        raise RuntimeUnavailable(f"no result within {item_timeout:.0f}s") from None
+                    raise RuntimeUnavailable(
+                        f"runtime worker {worker} went silent for {silence_limit:.0f}s"
+                        if worker else f"no runtime worker took the run within "
+                        f"{silence_limit:.0f}s: is `manage.py runtime` running?") from None
+                if message["type"] == "run.accepted":
+                    worker = message["worker"]
+                elif message["type"] == "run.item":
+                    item_deadline = loop.time() + item_timeout
                     yield message["item"]
                 elif message["type"] == "run.end":
                     finished = True
                     return
-                else:
+                elif message["type"] == "run.error":
                     finished = True
                     raise RuntimeUnavailable(message.get("error") or "runtime worker failed")
         finally:
             if not finished:  # the caller stopped early: cancel the plugin's task too
+                # Not accepted yet: whichever worker takes the cancel knows the stream, or not.
                 with contextlib.suppress(Exception):
-                    await self.channel_layer.send(RUNTIME_CHANNEL,
+                    await self.channel_layer.send(worker or RUNTIME_CHANNEL,
                                                   {"type": "run.cancel", "stream_id": stream_id})
 
 

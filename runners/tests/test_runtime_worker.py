@@ -9,14 +9,13 @@ import contextlib
 import pytest
 import pytest_asyncio
 from channels.layers import get_channel_layer
-from channels.worker import Worker
 
 from ledger.models import AgentRun
 from runners.execution import liveness
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
-from runners.plugins.worker import RUNTIME_CHANNEL, ChannelGateway, RuntimeWorkerConsumer
+from runners.plugins.worker import ChannelGateway, RuntimeWorkerConsumer, serve
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
@@ -26,10 +25,8 @@ pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(t
 async def channel_gateway(qa_gateway):
     """One worker for the session: a cancelled Worker leaves its channel listeners behind,
     and two listeners on one channel would split its messages."""
-    RuntimeWorkerConsumer.gateway = qa_gateway
     layer = get_channel_layer()
-    worker = asyncio.ensure_future(Worker(RuntimeWorkerConsumer.as_asgi(), [RUNTIME_CHANNEL],
-                                          layer).arun())
+    worker = asyncio.ensure_future(serve(qa_gateway, layer))
     yield ChannelGateway(layer)
     worker.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -55,7 +55,8 @@ def test_a_worker_whose_runtime_is_ready_answers_200(shared):  # noqa: F811
         stop(worker)
 
     assert body["status"] == "ok"
-    assert (body["database"], body["channel_layer"], body["runtime"]) == ("ok", "ok", "ok")
+    assert (body["database"], body["channel_layer"], body["runtime"], body["queue"]) == \
+        ("ok", "ok", "ok", "ok")
     assert body["runtime_link"]["state"] == "ready"
     assert body["runtime_link"]["mode"] == "stdio"
 

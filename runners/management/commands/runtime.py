@@ -1,15 +1,20 @@
 import asyncio
+import fcntl
+import itertools
 import logging
+from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from channels.worker import Worker
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from langhost.startup_lock import apply_migrations
 from runners.execution.process import host_process
-from runners.plugins import health_server
+from runners.plugins import health_server, worker
 from runners.plugins.gateway import LocalGateway
 from runners.plugins.runtime import RuntimeLinkError
-from runners.plugins.worker import RUNTIME_CHANNEL, RuntimeWorkerConsumer
+from runners.plugins.worker import RUNTIME_CHANNEL
 
 logger = logging.getLogger("runners.runtime_command")
 
@@ -33,14 +38,28 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("runtime stopped")
 
+    def _claim_runtime_dir(self) -> Path:
+        """The first of `<data dir>/runtime-workers/1`, `2`, … that no live worker holds: each
+        worker on a host runs its runtime in a dir of its own, and a restarted one reuses it."""
+        base = Path(settings.DATA_DIR) / "runtime-workers"
+        base.mkdir(parents=True, exist_ok=True)
+        for number in itertools.count(1):
+            lock = open(base / f"{number}.lock", "w")  # held for the process's life
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            self._runtime_dir_lock = lock
+            return base / str(number)
+
     async def _serve(self, health_port: int | None):
         # This command's loop lives as long as the process: the runtime is bound to it.
-        gateway = host_process().use_gateway(LocalGateway())
+        # Workers may start before any web process: the database is brought up to date first.
+        await sync_to_async(apply_migrations)()
+        gateway = host_process().use_gateway(LocalGateway(runtime_dir=self._claim_runtime_dir()))
         if health_port:
             await health_server.start(gateway, health_port)
-        RuntimeWorkerConsumer.gateway = gateway
-        worker = Worker(application=RuntimeWorkerConsumer.as_asgi(), channels=[RUNTIME_CHANNEL],
-                        channel_layer=get_channel_layer())
         try:
             try:
                 stored = await gateway.discover()
@@ -53,6 +72,6 @@ class Command(BaseCommand):
                               f"{len(stored)} plugin runner(s): "
                               + ", ".join(d.pk for d in stored))
             self.stdout.flush()  # a pipe (service manager, test) sees the line now
-            await worker.arun()
+            await worker.serve(gateway, get_channel_layer())
         finally:
             await gateway.stop()

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
 
 # How long the runs cancelled by a shutdown get to be journaled before the server exits.
@@ -30,9 +31,10 @@ class Command(BaseCommand):
             raise CommandError(f"LangHost could not start: {failure}")
 
     def prepare_database(self, host: str, port: int) -> None:
-        call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("Database is up to date.")
-        call_command("ensure_admin")
+        with one_process_at_a_time():
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write("Database is up to date.")
+            call_command("ensure_admin")
         reaped = reap_stale_runs_sync()
         if reaped:
             self.stdout.write(f"Failed {len(reaped)} run(s) left running by a stopped process.")
