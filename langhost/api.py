@@ -1,12 +1,15 @@
 """API conventions shared by every app: the list envelope and JSON errors."""
 
 import math
+import sys
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
+from django.views.defaults import server_error as django_server_error
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -124,6 +127,16 @@ def _first_message(errors) -> str:
     return str(errors)
 
 
+# What a query raises while the database is out of reach.
+DATABASE_AWAY = (OperationalError, InterfaceError)
+
+
+class DatabaseUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The database is out of reach just now; try again shortly."
+    default_code = "database_unavailable"
+
+
 def exception_handler(exc, context):
     """Every error is JSON with a human `detail`; validation errors also name their fields.
 
@@ -135,6 +148,8 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, DjangoValidationError):  # a value the database cannot take
         exc = exceptions.ValidationError({"non_field_errors": exc.messages})
+    elif isinstance(exc, DATABASE_AWAY):
+        exc = DatabaseUnavailable()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -163,6 +178,16 @@ def bad_request(request, exception=None):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Bad request."}, status=400)
     return django_bad_request(request, exception)
+
+
+def server_error(request):
+    """500 for an error no view handled: JSON under /api/. The database out of reach (a restart,
+    a failover) is a 503 everywhere: the request may be retried once it is back."""
+    if isinstance(sys.exc_info()[1], DATABASE_AWAY):
+        return JsonResponse({"detail": DatabaseUnavailable.default_detail}, status=503)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Server error."}, status=500)
+    return django_server_error(request)
 
 
 def not_found(request, exception=None):

@@ -28,3 +28,4 @@ urlpatterns = [
 
 handler400 = "langhost.api.bad_request"
 handler404 = "langhost.api.not_found"
+handler500 = "langhost.api.server_error"
