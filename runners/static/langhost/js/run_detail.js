@@ -59,6 +59,7 @@
   // responsive, and the timeline follows the newest event unless the reader scrolled up.
   function draw() {
     const frames = pending;
+    if (frames.length === 0) return;  // drawn already, by onStatus
     pending = [];
     const follow = atBottom();
     frames.forEach(function (frame) { timeline.add(frame); });
@@ -115,6 +116,7 @@
 
   function onStatus(frame) {
     ended = true;
+    draw();  // the run's last events appear no later than its final status
     LH.setStatus(statusBadge, frame.status, frame.status_reason);
     if (headingStatus) headingStatus.textContent = frame.status;
     document.title = document.title.replace(/\((queued|running)\)/, "(" + frame.status + ")");
