@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test browser redis bench
+.PHONY: run test install install-test browser servers bench cluster
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -16,6 +16,10 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+$(VENV)/.installed-cluster: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[cluster]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -31,22 +35,39 @@ browser:
 	    chromium chromium-driver fonts-liberation >/dev/null; \
 	fi
 
-# The worker-mode tests run two processes through a real Redis: Debian's, installed once.
-redis:
-	@if ! command -v redis-server >/dev/null; then \
+# PostgreSQL and Redis for the cluster tests, the PostgreSQL pass and `make cluster`: Debian's
+# binaries, installed once. No system service is used: langhost/local_servers.py starts
+# private instances (Debian's postinst may start its own; they are stopped and disabled).
+servers:
+	@if ! command -v redis-server >/dev/null || ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
 	  SUDO=""; if [ "$$(id -u)" != "0" ]; then SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    redis-server >/dev/null; \
+	    redis-server postgresql >/dev/null; \
+	  for service in redis-server postgresql; do \
+	    $$SUDO service $$service stop >/dev/null 2>&1 || true; \
+	  done; \
 	fi
 
 run: install
 	$(PY) manage.py serve
 
-test: install-test browser redis
+# The whole suite on SQLite (the cluster tests start their own PostgreSQL and Redis), then once
+# more on a private PostgreSQL. That pass leaves out what never reaches its database: the
+# cluster, end-to-end and browser tests run servers on databases of their own.
+test: install-test browser servers
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
+	$(PY) -m langhost.local_servers -- env -u REDIS_URL \
+	  $(PY) -m pytest -m "not cluster and not e2e and not browser"
+
+# deploy/'s layout on this machine: private PostgreSQL and Redis, then deploy/Procfile's two web
+# processes (ports 8000, 8001) and two runtime workers (health on 8100, 8101). Ctrl-C stops all.
+cluster: $(VENV)/.installed-cluster servers
+	LANGHOST_DATA_DIR=$${LANGHOST_DATA_DIR:-data/cluster} PATH=$(CURDIR)/$(VENV)/bin:$$PATH \
+	  $(PY) -m langhost.local_servers -- \
+	  honcho start -f deploy/Procfile -d . -e deploy/cluster.env -c web=2,runtime=2 -p 8000
 
 # The model benchmark's scripted provider lives with the tests: install their extras too.
 bench: install-test

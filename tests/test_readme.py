@@ -1,4 +1,4 @@
-"""The README and docs/ link only to what the repository holds."""
+"""The README, docs/ and deploy/ link only to what the repository holds."""
 
 import re
 from pathlib import Path
@@ -10,7 +10,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>]+)>")
 
 
 @pytest.mark.parametrize("page", ["README.md", *sorted(
-    str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))])
+    str(path.relative_to(ROOT)) for folder in ("docs", "deploy")
+    for path in (ROOT / folder).glob("*.md"))])
 def test_every_link_points_into_the_repository(page):
     path = ROOT / page
     for inline, auto in LINK.findall(path.read_text()):

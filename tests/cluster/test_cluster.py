@@ -1,0 +1,232 @@
+"""Two web processes and two runtime workers on PostgreSQL and Redis, as `deploy/` lays them out.
+
+The tests run in file order on one cluster: the killing ones restart what they killed, and the
+last one stops everything and checks that nothing is left running.
+"""
+
+import asyncio
+import json
+import threading
+import time
+
+import httpx
+import pytest
+import websockets
+
+from tests.cluster.conftest import LEASE_SECONDS, alive, command_line
+from tests.timing import scaled
+
+pytestmark = pytest.mark.cluster
+
+ECHO = "plugin:e2e/agent-runner-qa/default"
+SLOW = "plugin:e2e/agent-runner-qa/slow"
+
+
+async def run_many(cluster, count: int, in_flight: int) -> list[httpx.Response]:
+    """`count` echo runs, `in_flight` at a time, alternating between the web processes."""
+    gate = asyncio.Semaphore(in_flight)
+    limits = httpx.Limits(max_connections=in_flight)
+    clients = [httpx.AsyncClient(base_url=web.url, headers=cluster.headers, limits=limits,
+                                 timeout=scaled(60)) for web in cluster.web]
+
+    async def one(number: int) -> httpx.Response:
+        async with gate:
+            return await clients[number % 2].post(
+                "/api/v1/runs", json={"runner_id": ECHO, "input": {"text": f"run {number}"}})
+
+    try:
+        return await asyncio.gather(*(one(number) for number in range(count)))
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def not_completed(answers: list[httpx.Response]) -> list[str]:
+    """Why the runs that did not complete did not (empty when all did)."""
+    return [answer.text for answer in answers
+            if answer.status_code != 201 or answer.json()["status"] != "completed"]
+
+
+def start_streaming(cluster, web, text: str) -> tuple[str, threading.Thread]:
+    """Start a slow run on `web`, streamed by a thread that reads it to its end (or until the
+    process dies); the run's id once it is running."""
+    started = threading.Event()
+    run_id = []
+
+    def read() -> None:
+        try:
+            with cluster.client(web) as client, client.stream(
+                    "POST", "/api/v1/runs?stream=1",
+                    json={"runner_id": SLOW, "input": {"text": text}}) as stream:
+                for line in stream.iter_lines():
+                    frame = json.loads(line)
+                    if not run_id:
+                        run_id.append(frame["run_id"])
+                    elif frame.get("type") == "message.delta":
+                        started.set()
+        except httpx.TransportError:
+            pass  # the web process was killed
+        finally:
+            started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert started.wait(scaled(30)) and run_id, "the run did not start"
+    return run_id[0], reader
+
+
+def status_of(cluster, run_id: str) -> tuple[str, str]:
+    return cluster.rows("SELECT status, status_reason FROM agent_run WHERE run_id = %s",
+                        run_id)[0]
+
+
+def wait_for_end(cluster, run_id: str, within: float) -> tuple[str, str, float]:
+    started = time.monotonic()
+    while (row := status_of(cluster, run_id))[0] == "running":
+        assert time.monotonic() - started < within, f"run {run_id} still running"
+        time.sleep(0.1)
+    return row[0], row[1], time.monotonic() - started
+
+
+def test_a_thousand_runs_through_both_web_processes_all_complete(cluster):
+    served_before = [worker.runs_served() for worker in cluster.workers]
+
+    answers = asyncio.run(run_many(cluster, 1000, in_flight=50))
+
+    assert not_completed(answers) == []
+    run_ids = [answer.json()["run_id"] for answer in answers]
+    # Every event once, numbered 1..n without a gap, for every run.
+    events = cluster.rows(
+        "SELECT r.run_id, count(e.id), count(DISTINCT e.sequence), min(e.sequence), "
+        "max(e.sequence) FROM agent_run r JOIN agent_run_event e ON e.run_id = r.run_id "
+        "WHERE r.run_id = ANY(%s) GROUP BY r.run_id", run_ids)
+    assert len(events) == 1000
+    assert all(count == distinct == last and first == 1
+               for _, count, distinct, first, last in events), events[:3]
+    assert cluster.rows("SELECT count(*) FROM agent_run WHERE status = 'running'") == [(0,)]
+    # Both web processes executed runs, and both workers served some.
+    owners = cluster.rows("SELECT count(DISTINCT execution_owner_id) FROM agent_run "
+                          "WHERE run_id = ANY(%s)", run_ids)
+    assert owners == [(2,)]
+    served = [worker.runs_served() - before
+              for worker, before in zip(cluster.workers, served_before, strict=True)]
+    assert all(count > 0 for count in served), served
+    assert sum(served) == 1000
+
+
+def test_a_run_started_on_one_web_process_streams_through_the_other(cluster):
+    run_id, reader = start_streaming(cluster, cluster.web[0], "deltas:6:0.3")
+
+    async def watch() -> list[dict]:
+        url = (f"ws://127.0.0.1:{cluster.web[1].port}/ws/runs/{run_id}/"
+               f"?token={cluster.token}")
+        frames = []
+        async with websockets.connect(url, open_timeout=scaled(10)) as socket:
+            async for text in socket:
+                frames.append(json.loads(text))
+        return frames
+
+    frames = asyncio.run(asyncio.wait_for(watch(), scaled(60)))
+    reader.join(scaled(30))
+
+    stored = cluster.rows(
+        "SELECT e.sequence, e.type FROM agent_run_event e JOIN agent_run r ON e.run_id = r.run_id "
+        "WHERE r.run_id = %s ORDER BY e.sequence", run_id)
+    events, final = frames[:-1], frames[-1]
+    assert [(frame["sequence"], frame["type"]) for frame in events] == stored
+    assert [type_ for _, type_ in stored].count("message.delta") >= 1
+    assert final["type"] == "run.status" and final["status"] == "completed", final
+
+
+def test_killing_a_runtime_worker_fails_its_runs_and_the_other_takes_new_ones(cluster):
+    streams = [start_streaming(cluster, cluster.web[number % 2], "deltas:60:0.5")
+               for number in range(4)]
+    streaming = [worker.health().json()["runs"]["streaming"] for worker in cluster.workers]
+    victim = 0 if streaming[0] else 1
+    assert streaming[victim] > 0, streaming
+    survivor = cluster.workers[1 - victim]
+
+    cluster.workers[victim].kill()
+    killed = time.monotonic()
+    while len(failed := [row for row in map(lambda run: status_of(cluster, run[0]), streams)
+                         if row[0] == "failed"]) < streaming[victim]:
+        assert time.monotonic() - killed < LEASE_SECONDS, "the killed worker's runs not failed"
+        time.sleep(0.1)
+
+    assert all("runtime worker" in reason and "went silent" in reason for _, reason in failed)
+    # The survivor's runs go on; new runs are served at once, by the survivor alone.
+    assert [status_of(cluster, run_id)[0] for run_id, _ in streams].count("running") == \
+        len(streams) - streaming[victim]
+    before = survivor.runs_served()
+    answers = asyncio.run(run_many(cluster, 20, in_flight=4))
+    assert not_completed(answers) == []
+    assert survivor.runs_served() - before == 20
+    with cluster.client(cluster.web[0]) as client:
+        for run_id, reader in streams:
+            client.post(f"/api/v1/runs/{run_id}/cancel")
+            reader.join(scaled(30))
+
+    cluster.workers[victim] = restarted = cluster.restart(cluster.workers[victim])
+    answers = asyncio.run(run_many(cluster, 40, in_flight=8))
+    assert not_completed(answers) == []
+    assert restarted.runs_served() > 0
+
+
+def test_killing_a_web_process_fails_its_runs_and_the_other_keeps_serving(cluster):
+    run_id, _ = start_streaming(cluster, cluster.web[1], "deltas:60:0.5")
+
+    cluster.web[1].kill()
+    status, reason, elapsed = wait_for_end(cluster, run_id, LEASE_SECONDS + scaled(5))
+
+    assert status == "failed" and reason.startswith("host.gone:"), reason
+    assert elapsed < LEASE_SECONDS
+    with cluster.client(cluster.web[0]) as client:
+        answer = client.post("/api/v1/runs", json={"runner_id": ECHO, "input": {"text": "on"}})
+    assert answer.json()["status"] == "completed"
+    cluster.web[1] = cluster.restart(cluster.web[1])
+
+
+def test_after_a_postgres_restart_mid_load_every_process_serves_again(cluster):
+    load = threading.Thread(target=lambda: answers.extend(
+        asyncio.run(run_many(cluster, 300, in_flight=20))))
+    answers: list[httpx.Response] = []
+    load.start()
+    time.sleep(scaled(1))
+    cluster.servers.postgres.stop()
+    time.sleep(1)
+    cluster.servers.postgres.start()
+    load.join(scaled(120))
+
+    # What failed says why: a run failed with its reason, or a request answered 503.
+    for answer in answers:
+        assert answer.status_code in (201, 503), answer.text
+        body = answer.json()
+        if answer.status_code == 503 or body["status"] != "completed":
+            assert body.get("status_reason") or body.get("detail"), body
+    # Every process serves again, without a restart: each web process completes runs, and so
+    # does each worker.
+    for process in cluster.web + cluster.workers:
+        process.wait_healthy()
+    served_before = [worker.runs_served() for worker in cluster.workers]
+    answers = asyncio.run(run_many(cluster, 60, in_flight=10))
+    assert not_completed(answers) == []
+    assert all(worker.runs_served() > before
+               for worker, before in zip(cluster.workers, served_before, strict=True))
+    # Nothing stays `running`: what the outage interrupted was ended.
+    give_up = time.monotonic() + LEASE_SECONDS + scaled(5)
+    while cluster.rows("SELECT count(*) FROM agent_run WHERE status = 'running'") != [(0,)]:
+        assert time.monotonic() < give_up, "runs left running after the restart"
+        time.sleep(0.2)
+
+
+def test_stopping_the_cluster_leaves_nothing_running(cluster):
+    started = cluster.pids()
+    assert len(started) > 4  # the web processes, the workers, their runtimes and plugins
+    postgres_pid = int((cluster.servers.postgres.data / "postmaster.pid").read_text().split()[0])
+
+    cluster.stop()
+    cluster.servers.__exit__()
+
+    left = [command_line(pid) for pid in [*started, postgres_pid,
+                                          cluster.servers.redis.process.pid] if alive(pid)]
+    assert left == []
