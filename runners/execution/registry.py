@@ -2,6 +2,7 @@
 
 import re
 import time
+from collections.abc import Collection
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -65,8 +66,10 @@ def _descriptor_fields(raw: dict) -> dict:
     }
 
 
-def store_discovered_sync(raw_descriptors: list[dict]) -> list[RunnerDescriptor]:
-    """Upsert what the runtime listed; plugin runners it no longer lists become unavailable.
+def store_discovered_sync(raw_descriptors: list[dict],
+                          listed_elsewhere: Collection[str] = ()) -> list[RunnerDescriptor]:
+    """Upsert what the runtime listed; plugin runners it no longer lists become unavailable,
+    unless another runtime worker lists them (`listed_elsewhere`).
 
     Runners of disabled plugins are stored unavailable: the pinned runtime ignores the
     `enabled` answer of plugin settings, so LangHost enforces it itself.
@@ -89,7 +92,7 @@ def store_discovered_sync(raw_descriptors: list[dict]) -> list[RunnerDescriptor]
                 seen.append(runner_id)
         RunnerDescriptor.objects.filter(
             source=RunnerDescriptor.Source.PLUGIN, available=True
-        ).exclude(pk__in=seen).update(available=False, updated_at=now)
+        ).exclude(pk__in=[*seen, *listed_elsewhere]).update(available=False, updated_at=now)
     return list(RunnerDescriptor.objects.filter(pk__in=seen))
 
 

@@ -17,13 +17,18 @@ from runners.models.catalogue import (
     SubAgent,
 )
 from runners.models.plugin_tools import ToolDescriptor
-from runners.models.plugins import PluginInstallation, PluginStorage, RunnerDescriptor
+from runners.models.plugins import (
+    PluginInstallation,
+    PluginStorage,
+    RunnerDescriptor,
+    RuntimeWorker,
+)
 from runners.models.providers import LLMModel, ModelProvider
 from runners.models.tools import McpServer
 
 __all__ = [
     "DEFAULT_RUNNER_ID", "LLM_AGENT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
-    "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "SubAgent",
+    "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
     "ToolDescriptor",
     "McpServer",

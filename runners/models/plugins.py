@@ -99,3 +99,20 @@ class PluginStorage(models.Model):
 
     def __str__(self):
         return f"{self.owner_type}:{self.owner}:{self.key}"
+
+
+class RuntimeWorker(models.Model):
+    """A live `manage.py runtime` worker and what its runtime lists, renewed every liveness
+    tick: a runner or plugin is available while at least one live worker lists it."""
+
+    channel = models.CharField(primary_key=True, max_length=255,
+                               help_text="The worker's own Channels channel.")
+    runner_ids = models.JSONField(default=list, blank=True)
+    plugin_ids = models.JSONField(default=list, blank=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["channel"]
+
+    def __str__(self):
+        return self.channel

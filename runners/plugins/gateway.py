@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import aclosing
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -119,6 +119,12 @@ class LocalGateway:
         self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
                                 on_state_change=self._on_state_change, **link_args)
         self.plugins: list[dict] = []
+        # What the last discovery stored: plugin runners, and the plugins that loaded.
+        self.runner_ids: set[str] = set()
+        self.plugin_ids: set[str] = set()
+        # Set by `manage.py runtime`, as one of several runtime workers: an async callable
+        # giving the runner and plugin ids the other live workers list.
+        self.listed_elsewhere = None
         self._tasks: set[asyncio.Task] = set()
         self._started = False
         self._stopping = False
@@ -251,9 +257,13 @@ class LocalGateway:
             tools = await self.link.list_tools()
             self.plugins = plugins
             listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
-            stored = await registry.store_discovered(runners)
+            runners_elsewhere, plugins_elsewhere = (
+                await self.listed_elsewhere() if self.listed_elsewhere else ((), ()))
+            stored = await registry.store_discovered(runners, runners_elsewhere)
+            self.runner_ids = {descriptor.pk for descriptor in stored}
+            self.plugin_ids = loaded
             await tool_registry.store_discovered_tools(tools)
-            await sync_to_async(self._record_plugin_status)(listed)
+            await sync_to_async(self._record_plugin_status)(listed, plugins_elsewhere)
             self._settled.set()
             return stored
 
@@ -263,7 +273,8 @@ class LocalGateway:
         return ({row.plugin_id for row in rows if row.enabled} - self._failed_plugins
                 - self._held_back.keys())
 
-    def _record_plugin_status(self, listed: set[str]) -> None:
+    def _record_plugin_status(self, listed: set[str],
+                              loaded_elsewhere: Collection[str] = ()) -> None:
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
         failures = self.link.plugin_failures()
         failed = set()
@@ -280,6 +291,8 @@ class LocalGateway:
                     error = "" if installation.plugin_id in listed or status == "initialized" else (
                         installation.last_error
                     )
+                elif installation.plugin_id in loaded_elsewhere:
+                    continue  # another runtime worker has it: its status is that worker's
                 else:
                     status = "failed"
                     error = failures.get(installation.plugin_id) or (

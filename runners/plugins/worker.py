@@ -26,14 +26,17 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from channels.worker import Worker
+from django.conf import settings
+from django.utils import timezone
 
 from runners.execution import liveness
-from runners.models import RunnerDescriptor
+from runners.models import RunnerDescriptor, RuntimeWorker
 from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
 
 logger = logging.getLogger(__name__)
@@ -57,7 +60,9 @@ class RuntimeWorkerConsumer(AsyncConsumer):
     runs_served = 0
 
     async def dispatch(self, message):
-        if "reply_channel" in message and not await self._claim(message["reply_channel"]):
+        # Only the shared queue may deliver a message twice; a worker's own channel is its own.
+        if self.scope["channel"] == RUNTIME_CHANNEL and "reply_channel" in message \
+                and not await self._claim(message["reply_channel"]):
             return  # another worker took this request already
         await super().dispatch(message)
 
@@ -101,6 +106,13 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         await self.channel_layer.send(message["reply_channel"], {"type": "runtime.reply", **reply})
 
     async def run_start(self, message):
+        runner_id = message["runner"]["id"]
+        if runner_id not in self.gateway.runner_ids:
+            # Workers may load different plugins: hand the run to one whose runtime has it.
+            other = await _worker_listing(runner_id, self.own_channel)
+            if other is not None:
+                await self.channel_layer.send(other, message)
+                return
         await self.channel_layer.send(message["reply_channel"],
                                       {"type": "run.accepted", "worker": self.own_channel})
         type(self).runs_served += 1
@@ -150,12 +162,16 @@ async def serve(gateway, channel_layer) -> None:
     worker = Worker(application=RuntimeWorkerConsumer.as_asgi(),
                     channels=[RUNTIME_CHANNEL, own_channel], channel_layer=channel_layer)
     membership = asyncio.ensure_future(_stay_in_workers_group(channel_layer, own_channel))
+    presence = asyncio.ensure_future(_say_what_this_worker_lists(gateway, own_channel))
     try:
         await worker.arun()
     finally:
         membership.cancel()
+        presence.cancel()
         with contextlib.suppress(Exception):
             await channel_layer.group_discard(WORKERS_GROUP, own_channel)
+        with contextlib.suppress(Exception):
+            await sync_to_async(RuntimeWorker.objects.filter(channel=own_channel).delete)()
 
 
 async def _stay_in_workers_group(channel_layer, own_channel: str) -> None:
@@ -163,6 +179,54 @@ async def _stay_in_workers_group(channel_layer, own_channel: str) -> None:
     while True:
         await channel_layer.group_add(WORKERS_GROUP, own_channel)
         await asyncio.sleep(3600)
+
+
+async def _say_what_this_worker_lists(gateway, own_channel: str) -> None:
+    """Every liveness tick: this worker is alive, and its runtime lists these."""
+    while True:
+        try:
+            await _register(own_channel, sorted(gateway.runner_ids), sorted(gateway.plugin_ids))
+        except Exception:  # the next tick tries again, well within the lease
+            logger.exception("recording this runtime worker failed")
+        await asyncio.sleep(liveness.tick_seconds())
+
+
+def _live_workers(own_channel: str):
+    since = timezone.now() - timedelta(seconds=settings.LANGHOST_RUN_LEASE_SECONDS / 2)
+    return RuntimeWorker.objects.filter(seen_at__gte=since).exclude(channel=own_channel)
+
+
+@sync_to_async
+def _register(own_channel: str, runner_ids: list[str], plugin_ids: list[str]) -> None:
+    now = timezone.now()
+    RuntimeWorker.objects.update_or_create(channel=own_channel, defaults={
+        "runner_ids": runner_ids, "plugin_ids": plugin_ids, "seen_at": now})
+    # Workers that died without a word (killed) are forgotten after a lease.
+    RuntimeWorker.objects.filter(
+        seen_at__lt=now - timedelta(seconds=settings.LANGHOST_RUN_LEASE_SECONDS)).delete()
+
+
+async def listed_by_other_workers() -> tuple[set[str], set[str]]:
+    """The runner and plugin ids the other live workers list (all live ones, before this one
+    serves): what this worker's discovery must not mark unavailable."""
+    return await _listed_elsewhere(RuntimeWorkerConsumer.own_channel)
+
+
+@sync_to_async
+def _listed_elsewhere(own_channel: str) -> tuple[set[str], set[str]]:
+    runner_ids, plugin_ids = set(), set()
+    for runners, plugins in _live_workers(own_channel).values_list("runner_ids", "plugin_ids"):
+        runner_ids.update(runners)
+        plugin_ids.update(plugins)
+    return runner_ids, plugin_ids
+
+
+@sync_to_async
+def _worker_listing(runner_id: str, own_channel: str) -> str | None:
+    for channel, runners in _live_workers(own_channel).values_list("channel", "runner_ids"):
+        if runner_id in runners:
+            return channel
+    return None
 
 
 class RuntimeUnavailable(RuntimeLinkError):

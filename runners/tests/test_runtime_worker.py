@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 import pytest_asyncio
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ledger.models import AgentRun
 from runners.execution import liveness
@@ -104,3 +104,17 @@ async def test_plugin_tool_calls_through_the_channel_answer_and_fail_like_local_
         await channel_gateway.call_tool("e2e", "tools-demo", "no_such_tool", {}, scaled(10))
     with pytest.raises(RuntimeLinkError, match="KeyError"):
         await channel_gateway.call_tool("e2e", "tools-demo", "reverse", {}, scaled(10))
+
+
+async def test_a_run_no_worker_takes_fails_within_half_a_lease(channel_gateway, settings):
+    await channel_gateway.discover()  # the runner is known; no worker will take its run
+    settings.LANGHOST_RUN_LEASE_SECONDS = scaled(1.2)
+    nobody_listens = ChannelGateway(InMemoryChannelLayer())
+    started = asyncio.get_running_loop().time()
+
+    outcome = await Orchestrator(nobody_listens).run_to_end(
+        AgentEventEnvelope(input={"text": "anyone?"}), binding("default"))
+
+    assert outcome["status"] == "failed"
+    assert "no runtime worker took the run" in outcome["status_reason"]
+    assert asyncio.get_running_loop().time() - started < settings.LANGHOST_RUN_LEASE_SECONDS

@@ -112,8 +112,8 @@ class Cluster:
                                 timeout=scaled(30)).json()["access_token"]
         self.headers = {"Authorization": f"Bearer {self.token}"}
 
-    def start(self, kind: str, port: int | None = None) -> Process:
-        return Process(kind, self.commands[kind], port or free_port(), self.env)
+    def start(self, kind: str, port: int | None = None, env: dict | None = None) -> Process:
+        return Process(kind, self.commands[kind], port or free_port(), {**self.env, **(env or {})})
 
     def restart(self, process: Process) -> Process:
         """A killed process started again, with the same command on the same port."""

@@ -57,7 +57,9 @@ class Command(BaseCommand):
         # This command's loop lives as long as the process: the runtime is bound to it.
         # Workers may start before any web process: the database is brought up to date first.
         await sync_to_async(apply_migrations)()
-        gateway = host_process().use_gateway(LocalGateway(runtime_dir=self._claim_runtime_dir()))
+        local = LocalGateway(runtime_dir=self._claim_runtime_dir())
+        local.listed_elsewhere = worker.listed_by_other_workers
+        gateway = host_process().use_gateway(local)
         if health_port:
             await health_server.start(gateway, health_port)
         try:
@@ -72,6 +74,6 @@ class Command(BaseCommand):
                               f"{len(stored)} plugin runner(s): "
                               + ", ".join(d.pk for d in stored))
             self.stdout.flush()  # a pipe (service manager, test) sees the line now
-            await worker.serve(gateway, get_channel_layer())
+            await worker.serve(local, get_channel_layer())  # on this loop: no hand-over
         finally:
             await gateway.stop()
