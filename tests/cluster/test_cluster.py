@@ -6,6 +6,9 @@ last one stops everything and checks that nothing is left running.
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
 
@@ -13,7 +16,9 @@ import httpx
 import pytest
 import websockets
 
-from tests.cluster.conftest import LEASE_SECONDS, alive, command_line
+from langhost.local_servers import free_port
+from runners.tests.conftest import plugins_dir_with
+from tests.cluster.conftest import DEPLOY, LEASE_SECONDS, alive, command_line
 from tests.timing import scaled
 
 pytestmark = pytest.mark.cluster
@@ -217,6 +222,72 @@ def test_after_a_postgres_restart_mid_load_every_process_serves_again(cluster):
     while cluster.rows("SELECT count(*) FROM agent_run WHERE status = 'running'") != [(0,)]:
         assert time.monotonic() < give_up, "runs left running after the restart"
         time.sleep(0.2)
+
+
+def test_one_address_in_front_through_deploys_nginx_snippet(cluster, tmp_path):
+    """deploy/nginx.conf, with this cluster's ports: runs over HTTP and a live WebSocket."""
+    nginx, port = shutil.which("nginx") or "/usr/sbin/nginx", free_port()
+    snippet = (DEPLOY / "nginx.conf").read_text()
+    for default, web in zip(("127.0.0.1:8000", "127.0.0.1:8001"), cluster.web, strict=True):
+        snippet = snippet.replace(default, f"127.0.0.1:{web.port}")
+    (tmp_path / "langhost.conf").write_text(snippet.replace("listen 8080;", f"listen 127.0.0.1:{port};"))
+    user = "user root;" if os.geteuid() == 0 else ""
+    (tmp_path / "nginx.conf").write_text(
+        f"{user} daemon off; pid {tmp_path}/nginx.pid; error_log {tmp_path}/error.log;\n"
+        f"events {{}}\nhttp {{ access_log off; client_body_temp_path {tmp_path}/body;\n"
+        f"proxy_temp_path {tmp_path}/proxy; include {tmp_path}/langhost.conf; }}\n")
+    server = subprocess.Popen([nginx, "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    front = f"http://127.0.0.1:{port}"
+    try:
+        give_up = time.monotonic() + scaled(10)
+        while True:
+            try:
+                if httpx.get(f"{front}/healthz", timeout=scaled(5)).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None and time.monotonic() < give_up, "nginx did not start"
+            time.sleep(0.1)
+        with httpx.Client(base_url=front, headers=cluster.headers, timeout=scaled(30)) as client:
+            answers = [client.post("/api/v1/runs", json={"runner_id": SLOW,
+                                                         "input": {"text": "deltas:3:0.2"}})
+                       for _ in range(4)]
+        assert not_completed(answers) == []
+
+        async def watch(run_id: str) -> list[dict]:
+            url = f"ws://127.0.0.1:{port}/ws/runs/{run_id}/?token={cluster.token}"
+            async with websockets.connect(url, open_timeout=scaled(10)) as socket:
+                return [json.loads(text) async for text in socket]
+
+        frames = asyncio.run(asyncio.wait_for(watch(answers[0].json()["run_id"]), scaled(30)))
+        assert frames[-1]["type"] == "run.status" and frames[-1]["status"] == "completed"
+        assert [frame["sequence"] for frame in frames[:-1]] == list(range(1, len(frames)))
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def test_workers_with_different_plugins_each_serve_what_they_have(cluster, tmp_path):
+    """A third worker whose runtime has only another plugin: what the others list stays
+    available, its own runner becomes available, and runs reach a worker that has them."""
+    other_plugins = plugins_dir_with(tmp_path, "e2e__agent-runner-llm")
+    third = cluster.start("runtime", env={"LANGHOST_PLUGINS_DIR": str(other_plugins)})
+    try:
+        third.wait_healthy()
+        available = dict(cluster.rows("SELECT id, available FROM runners_runnerdescriptor "
+                                      "WHERE source = 'plugin'"))
+        assert available[ECHO] and available[SLOW]
+        assert available["plugin:e2e/agent-runner-llm/model-caller"]
+        statuses = dict(cluster.rows("SELECT author || '/' || name, status "
+                                     "FROM runners_plugininstallation"))
+        assert statuses["e2e/agent-runner-qa"] == "initialized", statuses
+
+        answers = asyncio.run(run_many(cluster, 60, in_flight=6))
+        assert not_completed(answers) == []
+        assert third.runs_served() == 0  # it handed every echo run to a worker that has it
+    finally:
+        third.stop()
 
 
 def test_stopping_the_cluster_leaves_nothing_running(cluster):
