@@ -1,4 +1,5 @@
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -9,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
+
+logger = logging.getLogger(__name__)
 
 # How long the runs cancelled by a shutdown get to be journaled before the server exits.
 SHUTDOWN_GRACE_SECONDS = 3.0
@@ -88,8 +91,12 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     async def shut_down() -> None:
         for listening in server.listeners:  # take no more requests
             listening.addCallback(lambda listener: listener.stopListening())
-        await host_process().stop_runs(SHUTDOWN_REASON, SHUTDOWN_GRACE_SECONDS)
-        server.stop()
+        try:
+            await host_process().stop_runs(SHUTDOWN_REASON, SHUTDOWN_GRACE_SECONDS)
+        except Exception:  # the database away, say: the runs' leases end them later
+            logger.exception("ending the runs in flight failed; stopping anyway")
+        finally:
+            server.stop()
 
     def on_signal(signum, frame) -> None:
         if stopping:  # asked twice: stop now
