@@ -1,7 +1,9 @@
 import asyncio
+import contextlib
 import fcntl
 import itertools
 import logging
+import signal
 from pathlib import Path
 
 from asgiref.sync import sync_to_async
@@ -34,9 +36,18 @@ class Command(BaseCommand):
     def handle(self, *args, health_port=None, **options):
         logging.getLogger("runners").setLevel(logging.INFO)
         try:
-            asyncio.run(self._serve(health_port))
+            asyncio.run(self._serve_until_stopped(health_port))
         except KeyboardInterrupt:
-            self.stdout.write("runtime stopped")
+            pass
+        self.stdout.write("runtime stopped")
+
+    async def _serve_until_stopped(self, health_port: int | None):
+        """SIGTERM (a process manager's stop) ends the worker as Ctrl-C does: the runtime and
+        its plugins stopped, this worker unregistered."""
+        serving = asyncio.current_task()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, serving.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve(health_port)
 
     def _claim_runtime_dir(self) -> Path:
         """The first of `<data dir>/runtime-workers/1`, `2`, … that no live worker holds: each
