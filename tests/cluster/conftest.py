@@ -106,8 +106,12 @@ class Cluster:
         self.commands = procfile()
         self.web = [self.start("web") for _ in range(2)]
         self.workers = [self.start("runtime") for _ in range(2)]
-        for process in self.web + self.workers:
-            process.wait_healthy()
+        try:
+            for process in self.web + self.workers:
+                process.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
         self.token = httpx.post(f"{self.web[0].url}/api/v1/auth/login", json=ADMIN,
                                 timeout=scaled(30)).json()["access_token"]
         self.headers = {"Authorization": f"Bearer {self.token}"}

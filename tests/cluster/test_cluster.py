@@ -296,6 +296,9 @@ def test_stopping_the_cluster_leaves_nothing_running(cluster):
     postgres_pid = int((cluster.servers.postgres.data / "postmaster.pid").read_text().split()[0])
 
     cluster.stop()
+    # SIGTERM, as a process manager stops them: each ends cleanly, the workers unregistered.
+    assert [process.popen.returncode for process in cluster.web + cluster.workers] == [0] * 4
+    assert cluster.rows("SELECT count(*) FROM runners_runtimeworker") == [(0,)]
     cluster.servers.__exit__()
 
     left = [command_line(pid) for pid in [*started, postgres_pid,
