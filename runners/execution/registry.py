@@ -103,12 +103,13 @@ def disable_plugin_runners_sync(author: str, name: str) -> int:
         available=False, updated_at=timezone.now())
 
 
-def mark_plugins_unavailable_sync() -> int:
-    """The runtime is gone: none of its runners can run until it is back."""
+def mark_plugins_unavailable_sync(listed_elsewhere: Collection[str] = ()) -> int:
+    """The runtime is gone: none of its runners can run until it is back (but those another
+    runtime worker lists)."""
     _cache.clear()
     return RunnerDescriptor.objects.filter(
         source=RunnerDescriptor.Source.PLUGIN, available=True
-    ).update(available=False, updated_at=timezone.now())
+    ).exclude(pk__in=listed_elsewhere).update(available=False, updated_at=timezone.now())
 
 
 def ensure_builtins_sync() -> None:

@@ -1,5 +1,7 @@
 """Tool descriptors: the plugins' `Tool` components, stored from discovery."""
 
+from collections.abc import Collection
+
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
@@ -30,8 +32,10 @@ def _tool_fields(raw: dict) -> dict:
     }
 
 
-def store_discovered_tools_sync(raw_tools: list[dict]) -> list[ToolDescriptor]:
-    """Upsert what the runtime listed; tools it no longer lists become unavailable.
+def store_discovered_tools_sync(raw_tools: list[dict],
+                                plugins_elsewhere: Collection[str] = ()) -> list[ToolDescriptor]:
+    """Upsert what the runtime listed; tools it no longer lists become unavailable, unless
+    another runtime worker has their plugin (`plugins_elsewhere`, `author/name` ids).
 
     Tools of disabled plugins are stored unavailable, as their runners are.
     """
@@ -47,15 +51,23 @@ def store_discovered_tools_sync(raw_tools: list[dict]) -> list[ToolDescriptor]:
                 pk=pk, defaults={**fields, "available": enabled, "last_seen_at": now})
             if enabled:
                 seen.append(pk)
-        ToolDescriptor.objects.filter(available=True).exclude(pk__in=seen).update(
-            available=False, updated_at=now)
+        _not_of(ToolDescriptor.objects.filter(available=True).exclude(pk__in=seen),
+                plugins_elsewhere).update(available=False, updated_at=now)
     return list(ToolDescriptor.objects.filter(pk__in=seen))
 
 
-def mark_tools_unavailable_sync() -> int:
-    """The runtime is gone: none of its tools can be called until it is back."""
-    return ToolDescriptor.objects.filter(available=True).update(
+def mark_tools_unavailable_sync(plugins_elsewhere: Collection[str] = ()) -> int:
+    """The runtime is gone: none of its tools can be called until it is back (but those of
+    plugins another runtime worker has)."""
+    return _not_of(ToolDescriptor.objects.filter(available=True), plugins_elsewhere).update(
         available=False, updated_at=timezone.now())
+
+
+def _not_of(tools, plugin_ids: Collection[str]):
+    for plugin_id in plugin_ids:
+        author, name = plugin_id.split("/", 1)
+        tools = tools.exclude(plugin_author=author, plugin_name=name)
+    return tools
 
 
 store_discovered_tools = sync_to_async(store_discovered_tools_sync)

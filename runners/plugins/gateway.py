@@ -217,8 +217,17 @@ class LocalGateway:
         if state == "ready":
             self._spawn(self.discover())
         elif state == "down":
-            self._spawn(registry.mark_plugins_unavailable())
-            self._spawn(tool_registry.mark_tools_unavailable())
+            self._spawn(self.withdraw())
+
+    async def withdraw(self) -> None:
+        """This runtime's runners and tools are no longer offered (those another runtime
+        worker lists still are)."""
+        runners_elsewhere, plugins_elsewhere = await self._elsewhere()
+        await registry.mark_plugins_unavailable(runners_elsewhere)
+        await tool_registry.mark_tools_unavailable(plugins_elsewhere)
+
+    async def _elsewhere(self) -> tuple[Collection[str], Collection[str]]:
+        return await self.listed_elsewhere() if self.listed_elsewhere else ((), ())
 
     # --- discovery -------------------------------------------------------------------------
 
@@ -257,12 +266,11 @@ class LocalGateway:
             tools = await self.link.list_tools()
             self.plugins = plugins
             listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
-            runners_elsewhere, plugins_elsewhere = (
-                await self.listed_elsewhere() if self.listed_elsewhere else ((), ()))
+            runners_elsewhere, plugins_elsewhere = await self._elsewhere()
             stored = await registry.store_discovered(runners, runners_elsewhere)
             self.runner_ids = {descriptor.pk for descriptor in stored}
             self.plugin_ids = loaded
-            await tool_registry.store_discovered_tools(tools)
+            await tool_registry.store_discovered_tools(tools, plugins_elsewhere)
             await sync_to_async(self._record_plugin_status)(listed, plugins_elsewhere)
             self._settled.set()
             return stored

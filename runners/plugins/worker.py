@@ -97,6 +97,12 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         await self.gateway.restart_plugin(message["author"], message["name"])
 
     async def tool_call(self, message):
+        plugin_id = f"{message['plugin_author']}/{message['plugin_name']}"
+        if plugin_id not in self.gateway.plugin_ids:
+            other = await _worker_listing("plugin_ids", plugin_id, self.own_channel)
+            if other is not None:  # as a run is handed on, below
+                await self.channel_layer.send(other, message)
+                return
         try:
             reply = {"result": await self.gateway.call_tool(
                 message["plugin_author"], message["plugin_name"], message["tool_name"],
@@ -109,7 +115,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         runner_id = message["runner"]["id"]
         if runner_id not in self.gateway.runner_ids:
             # Workers may load different plugins: hand the run to one whose runtime has it.
-            other = await _worker_listing(runner_id, self.own_channel)
+            other = await _worker_listing("runner_ids", runner_id, self.own_channel)
             if other is not None:
                 await self.channel_layer.send(other, message)
                 return
@@ -172,6 +178,7 @@ async def serve(gateway, channel_layer) -> None:
             await channel_layer.group_discard(WORKERS_GROUP, own_channel)
         with contextlib.suppress(Exception):
             await sync_to_async(RuntimeWorker.objects.filter(channel=own_channel).delete)()
+            await gateway.withdraw()  # before the process ends: what only it had goes too
 
 
 async def _stay_in_workers_group(channel_layer, own_channel: str) -> None:
@@ -222,9 +229,11 @@ def _listed_elsewhere(own_channel: str) -> tuple[set[str], set[str]]:
 
 
 @sync_to_async
-def _worker_listing(runner_id: str, own_channel: str) -> str | None:
-    for channel, runners in _live_workers(own_channel).values_list("channel", "runner_ids"):
-        if runner_id in runners:
+def _worker_listing(field: str, listed_id: str, own_channel: str) -> str | None:
+    """The channel of another live worker whose `field` (`runner_ids`, `plugin_ids`) lists
+    `listed_id`."""
+    for channel, listed in _live_workers(own_channel).values_list("channel", field):
+        if listed_id in listed:
             return channel
     return None
 

@@ -15,8 +15,10 @@ import time
 import httpx
 import pytest
 import websockets
+from channels_redis.core import RedisChannelLayer
 
 from langhost.local_servers import free_port
+from runners.plugins.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
 from tests.cluster.conftest import DEPLOY, LEASE_SECONDS, alive, command_line
 from tests.timing import scaled
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.cluster
 
 ECHO = "plugin:e2e/agent-runner-qa/default"
 SLOW = "plugin:e2e/agent-runner-qa/slow"
+MODEL_CALLER = "plugin:e2e/agent-runner-llm/model-caller"
 
 
 async def run_many(cluster, count: int, in_flight: int) -> list[httpx.Response]:
@@ -269,25 +272,38 @@ def test_one_address_in_front_through_deploys_nginx_snippet(cluster, tmp_path):
 
 
 def test_workers_with_different_plugins_each_serve_what_they_have(cluster, tmp_path):
-    """A third worker whose runtime has only another plugin: what the others list stays
-    available, its own runner becomes available, and runs reach a worker that has them."""
-    other_plugins = plugins_dir_with(tmp_path, "e2e__agent-runner-llm")
+    """A third worker whose runtime has only other plugins: what the others list stays
+    available, its own runners and tools become available, and runs and tool calls reach a
+    worker that has them; once it stops, what only it had is no longer offered."""
+    other_plugins = plugins_dir_with(tmp_path, "e2e__agent-runner-llm", "e2e__tools-demo")
     third = cluster.start("runtime", env={"LANGHOST_PLUGINS_DIR": str(other_plugins)})
     try:
         third.wait_healthy()
-        available = dict(cluster.rows("SELECT id, available FROM runners_runnerdescriptor "
-                                      "WHERE source = 'plugin'"))
-        assert available[ECHO] and available[SLOW]
-        assert available["plugin:e2e/agent-runner-llm/model-caller"]
+        assert runner_available(cluster) == {ECHO: True, SLOW: True, MODEL_CALLER: True}
         statuses = dict(cluster.rows("SELECT author || '/' || name, status "
                                      "FROM runners_plugininstallation"))
         assert statuses["e2e/agent-runner-qa"] == "initialized", statuses
+        assert cluster.rows("SELECT DISTINCT available FROM runners_tooldescriptor "
+                            "WHERE plugin_name = 'tools-demo'") == [(True,)]
 
         answers = asyncio.run(run_many(cluster, 60, in_flight=6))
         assert not_completed(answers) == []
         assert third.runs_served() == 0  # it handed every echo run to a worker that has it
+
+        async def reverse_ten_times() -> list[dict]:
+            gateway = ChannelGateway(RedisChannelLayer(hosts=[cluster.servers.redis.url]))
+            return [await gateway.call_tool("e2e", "tools-demo", "reverse", {"text": "stressed"},
+                                            scaled(10)) for _ in range(10)]
+
+        assert asyncio.run(reverse_ten_times()) == [{"text": "desserts"}] * 10
     finally:
         third.stop()
+    assert runner_available(cluster) == {ECHO: True, SLOW: True, MODEL_CALLER: False}
+
+
+def runner_available(cluster) -> dict[str, bool]:
+    return dict(cluster.rows("SELECT id, available FROM runners_runnerdescriptor "
+                             "WHERE id = ANY(%s)", [ECHO, SLOW, MODEL_CALLER]))
 
 
 def test_stopping_the_cluster_leaves_nothing_running(cluster):
