@@ -19,13 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from runners.plugins.runtime.process import free_port
+
 START_TIMEOUT_SECONDS = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers(port: int, probe: bytes = b"", expect: bytes = b"") -> bool:

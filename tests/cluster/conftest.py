@@ -16,7 +16,8 @@ import httpx
 import psycopg
 import pytest
 
-from langhost.local_servers import LocalServers, free_port
+from langhost.local_servers import LocalServers
+from runners.plugins.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants, langhost_env
 from tests.timing import scaled
@@ -33,22 +34,22 @@ LEASE_SECONDS = scaled(10)
 
 def procfile() -> dict[str, str]:
     """`deploy/Procfile`: process kind → command."""
-    kinds = {}
-    for line in (DEPLOY / "Procfile").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            kind, command = line.split(":", 1)
-            kinds[kind.strip()] = command.strip()
-    return kinds
+    return _entries(DEPLOY / "Procfile", ":")
 
 
 def env_file() -> dict[str, str]:
     """`deploy/cluster.env`, read as honcho reads it."""
-    values = {}
-    for line in (DEPLOY / "cluster.env").read_text().splitlines():
+    return _entries(DEPLOY / "cluster.env", "=")
+
+
+def _entries(path: Path, separator: str) -> dict[str, str]:
+    """`key<separator>value` lines, blank lines and comments skipped."""
+    entries = {}
+    for line in path.read_text().splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
-            key, value = line.split("=", 1)
-            values[key.strip()] = value.strip()
-    return values
+            key, value = line.split(separator, 1)
+            entries[key.strip()] = value.strip()
+    return entries
 
 
 class Process:

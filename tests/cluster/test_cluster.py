@@ -17,7 +17,7 @@ import pytest
 import websockets
 from channels_redis.core import RedisChannelLayer
 
-from langhost.local_servers import free_port
+from runners.plugins.runtime.process import free_port
 from runners.plugins.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
 from tests.cluster.conftest import DEPLOY, LEASE_SECONDS, alive, command_line

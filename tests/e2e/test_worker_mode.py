@@ -7,16 +7,14 @@ worker reaps the runs whose process died. Leases are shortened to a few seconds.
 import select
 import shutil
 import signal
-import socket
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from runners.plugins.runtime.process import free_port
+from langhost.local_servers import Redis
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import fresh_data_dir, langhost_env, popen_manage
 from tests.e2e.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, start_daphne, stop_daphne
@@ -34,29 +32,12 @@ SLOW_RUNNER = "plugin:e2e/agent-runner-qa/slow"
 
 
 @pytest.fixture(scope="module")
-def redis_url():
-    port = free_port()
-    server = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def redis_url(tmp_path_factory):
+    server = Redis(tmp_path_factory.mktemp("redis"))
     try:
-        give_up = time.monotonic() + scaled(10)
-        while not _answers_ping(port):
-            assert server.poll() is None and time.monotonic() < give_up, "redis did not start"
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server.url
     finally:
-        server.kill()
-        server.wait()
-
-
-def _answers_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
+        server.stop()
 
 
 @pytest.fixture(scope="module")
