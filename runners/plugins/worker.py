@@ -52,9 +52,9 @@ CLAIM_SECONDS = 3600
 
 
 class RuntimeWorkerConsumer(AsyncConsumer):
-    """Serves the runtime channel from the process that owns the link."""
+    """A runtime worker's side: serves the shared queue and the worker's own channel."""
 
-    gateway = None  # set by `serving_worker()` before messages arrive
+    gateway = None  # set by `serve()` before messages arrive
     own_channel = ""  # this worker's own channel, where the cancels of its runs arrive
     streams: dict[str, asyncio.Task] = {}
     runs_served = 0
@@ -80,6 +80,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         claimed = await connection(0).set(f"{self.channel_layer.prefix}:claimed:{reply_channel}",
                                           1, nx=True, ex=CLAIM_SECONDS)
         return bool(claimed)
+
     async def runner_list(self, message):
         try:
             stored = await self.gateway.discover()
@@ -100,7 +101,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         plugin_id = f"{message['plugin_author']}/{message['plugin_name']}"
         if plugin_id not in self.gateway.plugin_ids:
             other = await _worker_listing("plugin_ids", plugin_id, self.own_channel)
-            if other is not None:  # as a run is handed on, below
+            if other is not None:  # a worker whose runtime has the plugin answers instead
                 await self.channel_layer.send(other, message)
                 return
         try:
