@@ -212,7 +212,7 @@ def serve_one(handler, path: str) -> int:
     return sent[0]["status"]
 
 
-def test_each_request_has_a_thread_of_its_own_kept_for_the_next(transactional_db):
+def test_sync_views_have_a_kept_thread_each_and_async_views_share_one(transactional_db):
     from django.core.signals import request_started
 
     from langhost.handlers import ASGIHandler
@@ -225,13 +225,16 @@ def test_each_request_has_a_thread_of_its_own_kept_for_the_next(transactional_db
     handler = ASGIHandler()
     request_started.connect(record)
     try:
-        for path in ["/api/v1/auth/me", "/admin/login/", "/api/v1/runs"]:
+        for path in ["/api/v1/auth/me", "/admin/login/", "/api/v1/runs", "/api/v1/runners"]:
             serve_one(handler, path)
     finally:
         request_started.disconnect(record)
 
-    assert all(name.startswith("langhost-request") for name in threads)
-    assert len(set(threads)) == 1  # one after another: the same thread, kept, not made anew
+    sync_views, async_views = threads[:2], threads[2:]
+    assert all(name.startswith("langhost-request") for name in sync_views)
+    assert len(set(sync_views)) == 1  # one after another: the same thread, kept, not made anew
+    assert not any(name.startswith("langhost-request") for name in async_views)
+    assert len(set(async_views)) == 1
 
 
 @pytest.mark.e2e
