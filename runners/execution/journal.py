@@ -15,6 +15,8 @@ from runners.models import RunnerDescriptor
 
 # The events that carry a user's message: they are transcribed, and they may steer a run.
 MESSAGE_EVENT_TYPE = "message.received"
+# How long a result may wait for the next ones when nobody waits on it (see `Journal`).
+LINGER_SECONDS = 0.05
 
 
 class Journal:
@@ -26,6 +28,11 @@ class Journal:
     run loop delivers a message to its caller only once it is committed (`durable`), so a
     crash never loses what a caller already saw. Each event is published to live viewers once
     it is committed; `drain()` waits for all of it.
+
+    A caller that shows nothing before the run's end (`wait_durable=False`) sees none of it
+    early, so there a result waits up to `LINGER_SECONDS` for the ones after it: a short run's
+    results, its end included, then take one transaction instead of one each. Live viewers
+    see them that much later; the run's end is written at once.
     """
 
     def __init__(self, run_id: str, publish, wait_durable: bool = True):
@@ -36,6 +43,7 @@ class Journal:
         self.wait_durable = wait_durable
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
         self.writer: asyncio.Task | None = None
+        self.lingering: asyncio.TimerHandle | None = None
         self.error: Exception | None = None
         self.ended: tuple[str, str] | None = None
         self.committed_sequence = 0
@@ -46,8 +54,7 @@ class Journal:
         if self.error is not None:
             raise self.error
         self.pending.append((write, frame))
-        if self.writer is None or self.writer.done():
-            self.writer = asyncio.ensure_future(self._write())
+        self._start(linger=write.finish is None)
 
     def add_model_call(self, row: dict) -> None:
         """A model call of this run (a `ModelCall` row), written with the run's results: one
@@ -56,8 +63,26 @@ class Journal:
         if self.error is not None:
             raise self.error
         self.model_calls.append(row)
-        if self.writer is None or self.writer.done():
-            self.writer = asyncio.ensure_future(self._write())
+        self._start(linger=True)
+
+    def _start(self, linger: bool) -> None:
+        """Start a write unless one is under way (it takes what is pending next) or, when
+        `linger` and nobody waits, one is due within LINGER_SECONDS."""
+        if self.writer is not None and not self.writer.done():
+            return
+        if linger and not self.wait_durable:
+            if self.lingering is None:
+                self.lingering = asyncio.get_running_loop().call_later(
+                    LINGER_SECONDS, self._linger_over)
+            return
+        if self.lingering is not None:
+            self.lingering.cancel()
+            self.lingering = None
+        self.writer = asyncio.ensure_future(self._write())
+
+    def _linger_over(self) -> None:
+        self.lingering = None
+        self._start(linger=False)
 
     async def durable(self, sequence: int) -> None:
         """Wait until the result of ledger `sequence` is committed."""
@@ -68,6 +93,8 @@ class Journal:
 
     async def drain(self) -> tuple[str, str] | None:
         """Wait until everything is written; the run's (status, reason) if a result ended it."""
+        if self.lingering is not None:
+            self._start(linger=False)
         if self.writer is not None:
             await asyncio.shield(self.writer)
         if self.error is not None:

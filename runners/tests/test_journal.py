@@ -1,0 +1,77 @@
+"""How a run's results reach the ledger: at once for a caller who is shown them as they come,
+gathered into fewer transactions for one who waits for the end."""
+
+import asyncio
+
+import pytest
+from channels.layers import get_channel_layer
+
+from ledger.services import runs as ledger
+from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from tests.timing import scaled
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+
+ECHO = "plugin:e2e/agent-runner-qa/default"
+SLOW = "plugin:e2e/agent-runner-qa/slow"
+
+
+def binding(runner_id: str) -> AgentBinding:
+    return AgentBinding(binding_id="journal", runner_id=runner_id,
+                        state_policy={"state_scopes": ["conversation"]})
+
+
+@pytest.fixture
+def writes(monkeypatch) -> list[list[str]]:
+    """The event types of each `record_results` transaction, in order."""
+    seen, record = [], ledger.record_results
+
+    async def recording(run_id, results, model_calls=()):
+        seen.append([result.type for result in results])
+        return await record(run_id, results, model_calls)
+
+    monkeypatch.setattr(ledger, "record_results", recording)
+    return seen
+
+
+async def test_a_short_run_its_caller_waits_for_is_written_in_one_transaction(qa_gateway,
+                                                                               writes):
+    event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
+
+    outcome = await Orchestrator(qa_gateway).run_to_end(event, binding(ECHO), wait_durable=False)
+
+    assert outcome["status"] == "completed"
+    assert writes == [["message.completed", "state.updated", "run.completed"]]
+
+
+async def test_a_streamed_run_commits_each_message_before_its_caller_sees_it(qa_gateway, writes):
+    event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
+    committed_when_seen = []
+
+    async for message in Orchestrator(qa_gateway).run(event, binding(ECHO)):
+        committed_when_seen.append(
+            (message.type, any(message.type in batch for batch in writes)))
+
+    assert committed_when_seen == [("message.completed", True)]
+
+
+async def test_live_viewers_see_a_waited_for_runs_results_while_it_goes_on(qa_gateway):
+    layer, run_id = get_channel_layer(), new_run_id()
+    viewer = await layer.new_channel()
+    await layer.group_add(f"run.{run_id}", viewer)
+    event = AgentEventEnvelope(input={"text": f"deltas:2:{scaled(2)}"})
+    run = asyncio.ensure_future(Orchestrator(qa_gateway).run_to_end(
+        event, binding(SLOW), run_id=run_id, wait_durable=False))
+    try:
+        first = await asyncio.wait_for(layer.receive(viewer), scaled(10))
+        still_running = not run.done()
+        outcome = await asyncio.wait_for(run, scaled(20))
+    finally:
+        run.cancel()
+        await layer.group_discard(f"run.{run_id}", viewer)
+
+    assert (first["event"]["type"], first["event"]["data"]["chunk"]["content"]) == (
+        "message.delta", "delta 1")
+    assert still_running
+    assert outcome["status"] == "completed"
