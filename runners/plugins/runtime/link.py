@@ -29,7 +29,6 @@ from langbot_plugin.entities.io.errors import (
     ConnectionClosedError,
 )
 from langbot_plugin.runtime.io.connection import Connection
-from langbot_plugin.runtime.io.connections.stdio import StdioConnection
 from langbot_plugin.runtime.io.controllers.ws.client import WebSocketClientController
 from langbot_plugin.runtime.security import PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER
 
@@ -38,6 +37,7 @@ from runners.plugins.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkEr
 from runners.plugins.runtime.host import HostActions
 from runners.plugins.runtime.identity import Identity
 from runners.plugins.runtime.process import free_port, spawn_runtime, stop_runtime
+from runners.plugins.runtime.stdio import StdioConnection
 
 logger = logging.getLogger(__name__)
 runtime_logger = logging.getLogger("langbot.runtime")
