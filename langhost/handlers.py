@@ -10,21 +10,30 @@ are reused: a request borrows an idle single-thread executor (or makes one) and 
 when it ends.
 
 An async view (the run endpoints) sends only short steps to a thread: a transaction of the
-ledger, a query, Django's request signals. Those go to the process's one thread for sync work
-(asgiref's thread-sensitive executor, which the run loop and the WebSocket consumers use too).
-A warm thread with one database connection serves them faster than many threads would:
-on SQLite they contend for its one writer (each waiting in its busy handler), and every
-thread competes for the GIL with the event loop.
+ledger, a query. Those go to the process's one thread for sync work (asgiref's
+thread-sensitive executor, which the run loop and the WebSocket consumers use too). A warm
+thread with one database connection serves them faster than many threads would: on SQLite
+they contend for its one writer (each waiting in its busy handler), and every thread competes
+for the GIL with the event loop. Such a request also costs no thread hop of its own: see
+`handle_on_loop`.
 """
 
+import asyncio
+import contextlib
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction
+from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
+from django.core import signals
+from django.core.exceptions import RequestAborted
 from django.core.handlers import asgi
-from django.urls import Resolver404, resolve
+from django.db import close_old_connections, reset_queries
+from django.urls import Resolver404, resolve, set_script_prefix
 
 # Executors kept for the next requests; past a burst, the ones beyond this are shut down.
 IDLE_EXECUTORS_KEPT = 32
+# How often the connections of the sync thread that async views share are tidied.
+TIDY_SECONDS = 0.5
 
 
 def serves_async_view(scope) -> bool:
@@ -38,16 +47,25 @@ def serves_async_view(scope) -> bool:
         return False
 
 
+@sync_to_async
+def tidy_connections() -> None:
+    """What Django's `request_started` receivers do, on the thread that holds the connections:
+    close the ones that broke or outlived CONN_MAX_AGE."""
+    reset_queries()
+    close_old_connections()
+
+
 class ASGIHandler(asgi.ASGIHandler):
     def __init__(self):
         super().__init__()
         self.idle: list[ThreadPoolExecutor] = []
+        self.tidy_due = 0.0
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         if serves_async_view(scope):
-            await self.handle(scope, receive, send)
+            await self.handle_on_loop(scope, receive, send)
             return
         executor = self.idle.pop() if self.idle else ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="langhost-request")
@@ -59,3 +77,59 @@ class ASGIHandler(asgi.ASGIHandler):
                 self.idle.append(executor)
             else:
                 executor.shutdown(wait=False)
+
+    async def handle_on_loop(self, scope, receive, send):
+        """Django's `handle`, with the request signals sent on the loop.
+
+        Django sends `request_started`, and closes the response (which sends
+        `request_finished`), in the request's thread: two thread hops, as costly under load as
+        a run's own database work. Their receivers (Django's) tidy that thread's database
+        connections and reset per-request state. An async view opens no connection on the
+        loop, so here they run on the loop, and the shared sync thread's connections are
+        tidied at most every TIDY_SECONDS: a connection a database restart broke fails one
+        request there, as it does in Django, and is replaced soon after.
+        """
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            set_script_prefix(asgi.get_script_prefix(scope))
+            if time.monotonic() >= self.tidy_due:
+                self.tidy_due = time.monotonic() + TIDY_SECONDS
+                await tidy_connections()
+            signals.request_started.send(sender=self.__class__, scope=scope)
+            request, response = self.create_request(scope, body_file)
+            if request is None:
+                await self.send_response(response, send)
+            else:
+                response = await self.respond_unless_gone(request, receive, send)
+            if response is None:
+                signals.request_finished.send(sender=self.__class__)
+            else:
+                response.close()
+        finally:
+            body_file.close()
+
+    async def respond_unless_gone(self, request, receive, send):
+        """The response, sent; None when the client went away first and the view was
+        cancelled (as in Django's `handle`)."""
+
+        async def respond():
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client left meanwhile
+                await self.send_response(response, send)
+            return response
+
+        listening = asyncio.create_task(self.listen_for_disconnect(receive))
+        responding = asyncio.create_task(respond())
+        await asyncio.wait([listening, responding], return_when=asyncio.FIRST_COMPLETED)
+        for task in (listening, responding):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            elif not task.cancelled():
+                with contextlib.suppress(RequestAborted):
+                    task.result()
+        return None if responding.cancelled() else responding.result()

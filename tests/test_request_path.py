@@ -212,15 +212,19 @@ def serve_one(handler, path: str) -> int:
     return sent[0]["status"]
 
 
-def test_sync_views_have_a_kept_thread_each_and_async_views_share_one(transactional_db):
+def test_sync_views_have_a_kept_thread_each_and_async_views_none(transactional_db):
     from django.core.signals import request_started
 
     from langhost.handlers import ASGIHandler
 
-    threads = []
+    seen = []
 
     def record(**kwargs):
-        threads.append(threading.current_thread().name)
+        try:
+            on_loop = asyncio.get_running_loop() is not None
+        except RuntimeError:
+            on_loop = False
+        seen.append((threading.current_thread().name, on_loop))
 
     handler = ASGIHandler()
     request_started.connect(record)
@@ -230,11 +234,11 @@ def test_sync_views_have_a_kept_thread_each_and_async_views_share_one(transactio
     finally:
         request_started.disconnect(record)
 
-    sync_views, async_views = threads[:2], threads[2:]
-    assert all(name.startswith("langhost-request") for name in sync_views)
-    assert len(set(sync_views)) == 1  # one after another: the same thread, kept, not made anew
-    assert not any(name.startswith("langhost-request") for name in async_views)
-    assert len(set(async_views)) == 1
+    sync_views, async_views = seen[:2], seen[2:]
+    assert [on_loop for _, on_loop in sync_views] == [False, False]
+    assert all(name.startswith("langhost-request") for name, _ in sync_views)
+    assert len({name for name, _ in sync_views}) == 1  # the same thread, kept, not made anew
+    assert [on_loop for _, on_loop in async_views] == [True, True]  # no hop to a thread
 
 
 @pytest.mark.e2e
