@@ -44,10 +44,12 @@ def event_dict(event: AgentRunEvent) -> dict:
 
 
 # Read on every run's end: lean SQL (ledger.sql), not a compiled queryset.
-@sync_to_async
-def run_outcome(run_id: str) -> dict:
+def run_outcome_sync(run_id: str) -> dict:
     row = sql.first_row(AgentRun, OUTCOME_FIELDS, "run_id = %s", [run_id])
     return outcome_dict(row) if row else {"run_id": run_id, "status": None}
+
+
+run_outcome = sync_to_async(run_outcome_sync)
 
 
 @sync_to_async

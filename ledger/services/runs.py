@@ -29,6 +29,7 @@ from ledger.models import (
     Transcript,
 )
 from ledger.selectors.model_calls import run_usage
+from ledger.selectors.runs import run_outcome_sync
 from ledger.sql import insert_rows, update_rows
 
 TRANSCRIPT_MAX_CHARS = 4000
@@ -101,11 +102,11 @@ class ResultWrite:
 
 @sync_to_async
 def record_results(run_id: str, writes: list[ResultWrite],
-                   model_calls: list[dict] = ()) -> tuple[str, str] | None:
+                   model_calls: list[dict] = ()) -> dict | None:
     """Append results in order with their state writes and transcript entries, and the run's
     model calls made meanwhile (`ModelCall` rows, first: a run's end sums them), in one
-    transaction. When one of the results ends the run, the run's final (status, reason) is
-    returned."""
+    transaction. When one of the results ends the run, the run's outcome is returned (see
+    `finish_run`)."""
     ended = None
     with transaction.atomic():
         if model_calls:
@@ -139,7 +140,7 @@ _TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))
 
 def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
                  may_have_steering: bool = True,
-                 may_have_model_calls: bool = True) -> tuple[str, str]:
+                 may_have_model_calls: bool = True) -> dict:
     if status not in TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
     now = timezone.now()
@@ -149,24 +150,23 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
         usage = run_usage(run_id)               # calls spent, if any
     if usage is not None:
         fields["usage_json"] = usage
-    updated = update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
-                          [run_id, *TERMINAL_STATUSES])
+    update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
+                [run_id, *TERMINAL_STATUSES])
     if may_have_steering:  # items are only queued for runners that declare steering
         SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
             status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
         )
-    if updated:
-        return status, fields["status_reason"]
-    return tuple(AgentRun.objects.filter(run_id=run_id).values_list("status", "status_reason").get())
+    return run_outcome_sync(run_id)
 
 
 @sync_to_async
 def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = None,
                may_have_steering: bool = True,
-               may_have_model_calls: bool = True) -> tuple[str, str]:
+               may_have_model_calls: bool = True) -> dict:
     """Move a run to a terminal status once; leftover steering items are marked dropped.
 
-    Returns the run's (status, status_reason): a run that had already ended keeps its own.
+    Returns the run's outcome (`ledger.selectors.runs.outcome_dict`), read in the same
+    transaction: a run that had already ended keeps its own status and reason.
     """
     with transaction.atomic():
         return _finish_sync(run_id, status, reason, usage, may_have_steering,

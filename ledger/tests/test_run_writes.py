@@ -69,7 +69,8 @@ def test_a_run_ends_once_and_keeps_its_first_ending():
     again = async_to_sync(services.finish_run)("run-1", "failed", "too late")
 
     run = AgentRun.objects.get(run_id="run-1")
-    assert ended == again == ("completed", "stop")
+    assert (ended["status"], ended["status_reason"]) == ("completed", "stop")
+    assert (again["status"], again["status_reason"]) == ("completed", "stop")
     assert (run.status, run.usage_json, run.lease_expires_at) == ("completed", {"tokens": 3}, None)
     assert run.finished_at is not None
 

@@ -122,6 +122,8 @@ class PreparedRun:
     conversation: Conversation | None = None
     # The ids the caller knows: their own event key and conversation id.
     client_event_id: str | None = None
+    # How the run ended, as the ledger recorded it then (set by `execute`).
+    ended: dict | None = None
 
     @property
     def public_conversation_id(self) -> str | None:
@@ -394,6 +396,7 @@ async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIter
                                              wait_durable=wait_durable)) as messages:
             async for message in messages:
                 yield message
+        prepared.ended = orchestrator.outcomes.get(prepared.run_id)
     finally:
         if agent_pk:
             await _after_run(agent_pk, prepared.event.conversation_id)
@@ -411,7 +414,9 @@ async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> 
                   "status_reason": f"absorbed into active run {claimed}", "usage": None,
                   "conversation_id": prepared.event.conversation_id}
     else:
-        result = await run_selectors.run_outcome_for_event(prepared.event.event_id)
+        # A replayed event has no outcome of its own run: the event id finds the earlier one.
+        result = prepared.ended or await run_selectors.run_outcome_for_event(
+            prepared.event.event_id)
     return prepared.public({**result, **({"messages": messages} if messages is not None else {})})
 
 

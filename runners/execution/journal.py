@@ -45,7 +45,7 @@ class Journal:
         self.writer: asyncio.Task | None = None
         self.lingering: asyncio.TimerHandle | None = None
         self.error: Exception | None = None
-        self.ended: tuple[str, str] | None = None
+        self.ended: dict | None = None  # the run's outcome, once a result ended it
         self.committed_sequence = 0
         self._committed = asyncio.Event()
         self.model_calls: list[dict] = []
@@ -91,8 +91,8 @@ class Journal:
                 raise self.error
             await self._committed.wait()
 
-    async def drain(self) -> tuple[str, str] | None:
-        """Wait until everything is written; the run's (status, reason) if a result ended it."""
+    async def drain(self) -> dict | None:
+        """Wait until everything is written; the run's outcome if a result ended it."""
         if self.lingering is not None:
             self._start(linger=False)
         if self.writer is not None:

@@ -157,6 +157,8 @@ class Orchestrator:
     def __init__(self, gateway: "Gateway"):
         self.gateway = gateway
         self.channel_layer = get_channel_layer()
+        # The outcome of each run this orchestrator ended, as the ledger recorded it.
+        self.outcomes: dict[str, dict] = {}
 
     # --- public API ------------------------------------------------------------------------
 
@@ -220,7 +222,7 @@ class Orchestrator:
                     "status_reason": f"absorbed into active run {claimed}", "usage": None,
                     "messages": messages}
         # The event id finds the run even when it was replayed from an earlier submission.
-        run = await readers.run_outcome_for_event(event.event_id)
+        run = self.outcomes.pop(run_id, None) or await readers.run_outcome_for_event(event.event_id)
         return {**run, "messages": messages}
 
     @staticmethod
@@ -473,7 +475,8 @@ class Orchestrator:
         if ended is None:
             ended = await ledger.finish_run(state.run_id, status, reason, state.usage,
                                             state.steers, state.calls_models)
-        await self._published_end(state, *ended)
+        self.outcomes[state.run_id] = ended
+        await self._published_end(state, ended["status"], ended["status_reason"])
 
     async def _published_end(self, state: RunState, status: str, reason: str) -> None:
         state.finished = True
