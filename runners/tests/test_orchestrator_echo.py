@@ -58,3 +58,13 @@ async def test_a_run_that_outgrows_its_storage_cap_fails_saying_so(qa_gateway, s
 
     assert outcome["status"] == "failed"
     assert "run.output_limit" in outcome["status_reason"]
+
+
+async def test_a_message_longer_than_one_pipe_chunk_reaches_the_runner_whole(qa_gateway):
+    text = "long input " * 3000  # over 16 KiB: sent to the runtime in chunks
+
+    outcome = await Orchestrator(qa_gateway).run_to_end(
+        echo_event(event_id="e2e-long-input", input={"text": text}), global_binding())
+
+    assert outcome["status"] == "completed"
+    assert outcome["messages"][0]["data"]["message"]["content"] == f"e2e echo: {text}"
