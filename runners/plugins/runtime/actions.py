@@ -10,6 +10,7 @@ frame "ValueError: Action <name> not found".
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -18,6 +19,7 @@ from langbot_plugin.entities.io.actions.enums import (
     PluginToRuntimeAction,
     RuntimeToLangBotAction,
 )
+from langbot_plugin.entities.io.req import ActionRequest
 from langbot_plugin.entities.io.resp import ActionResponse
 from langbot_plugin.runtime.io.handler import Handler
 
@@ -27,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 # Streamed plugin -> host calls (the runtime uses call_action_generator for these).
 STREAMED_ACTIONS = frozenset({PluginToRuntimeAction.INVOKE_LLM_STREAM.value})
+# Frames up to this size are parsed on the event loop (see `HostHandler._decode_message`).
+INLINE_FRAME_CHARS = 64 * 1024
+# Their payload is a `dict[str, Any]`: validating one reads its top-level fields only.
+SHALLOW_FRAME_MODELS = (ActionRequest, ActionResponse)
 
 
 def _error_response(action: str, exc: Exception) -> ActionResponse:
@@ -56,6 +62,21 @@ class HostHandler(Handler):
                 self._register_stream(action)
             elif action.value not in self.actions:
                 self._register_run_api(action)
+
+    # The SDK parses and validates every incoming frame in a worker thread, so a huge one
+    # cannot stall a shared event loop. A run's frames are a few KiB, parsed in microseconds;
+    # two hops to a thread and back for each cost far more. Bigger frames keep the SDK's path.
+    async def _decode_message(self, message: str, *, blocking_scope: str | None = None) -> Any:
+        if len(message) <= INLINE_FRAME_CHARS:
+            return json.loads(message)
+        return await super()._decode_message(message, blocking_scope=blocking_scope)
+
+    async def _validate_message_model(self, model_type: Any, payload: Any, *,
+                                      blocking_scope: str | None = None) -> Any:
+        if model_type in SHALLOW_FRAME_MODELS:
+            return model_type.model_validate(payload)
+        return await super()._validate_message_model(model_type, payload,
+                                                     blocking_scope=blocking_scope)
 
     def _context(self) -> dict[str, Any] | None:
         context = self.current_action_context
