@@ -22,39 +22,39 @@ LINGER_SECONDS = 0.05
 class Journal:
     """Writes one run's results to the ledger, in order, by group commit.
 
-    A write starts as soon as a result arrives and no write is under way; the results that
-    arrive while one is under way share the next write (one transaction each). An idle run
-    waits for nothing, and a burst costs one round trip per write, not one per result. The
-    run loop delivers a message to its caller only once it is committed (`durable`), so a
-    crash never loses what a caller already saw. Each event is published to live viewers once
-    it is committed; `drain()` waits for all of it.
+    A result is written once something waits for it: its caller (`durable`: the run loop
+    delivers a message only once it is committed, so a crash never loses what a caller saw),
+    the run's end (a terminal result, or `drain()`), or LINGER_SECONDS passing. Until then the
+    results after it join it, and what arrives while a write is under way joins the next: a
+    short run takes one or two transactions, not one per result. Each event is published to
+    live viewers once it is committed, so they see a result nobody waits for up to
+    LINGER_SECONDS late.
 
-    A caller that shows nothing before the run's end (`wait_durable=False`) sees none of it
-    early, so there a result waits up to `LINGER_SECONDS` for the ones after it: a short run's
-    results, its end included, then take one transaction instead of one each. Live viewers
-    see them that much later; the run's end is written at once.
+    `wait_durable=False`: the run's caller shows nothing before the run has ended; `durable`
+    then lets its messages through at once, and the run still ends only once everything is
+    committed.
     """
 
     def __init__(self, run_id: str, publish, wait_durable: bool = True):
         self.run_id = run_id
         self.publish = publish
-        # False: the run's caller shows nothing before the run has ended; `durable` lets its
-        # messages through at once (the run still ends only once everything is committed).
         self.wait_durable = wait_durable
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
+        self.model_calls: list[dict] = []
         self.writer: asyncio.Task | None = None
         self.lingering: asyncio.TimerHandle | None = None
         self.error: Exception | None = None
         self.ended: dict | None = None  # the run's outcome, once a result ended it
         self.committed_sequence = 0
+        self.awaited_sequence = 0  # the last one a `durable` caller waits for
+        self.draining = False
         self._committed = asyncio.Event()
-        self.model_calls: list[dict] = []
 
     def add(self, write: ledger.ResultWrite, frame: dict) -> None:
         if self.error is not None:
             raise self.error
         self.pending.append((write, frame))
-        self._start(linger=write.finish is None)
+        self._kick()
 
     def add_model_call(self, row: dict) -> None:
         """A model call of this run (a `ModelCall` row), written with the run's results: one
@@ -63,38 +63,49 @@ class Journal:
         if self.error is not None:
             raise self.error
         self.model_calls.append(row)
-        self._start(linger=True)
+        self._kick()
 
-    def _start(self, linger: bool) -> None:
-        """Start a write unless one is under way (it takes what is pending next) or, when
-        `linger` and nobody waits, one is due within LINGER_SECONDS."""
-        if self.writer is not None and not self.writer.done():
+    def _due(self) -> bool:
+        return self.draining or self.awaited_sequence > self.committed_sequence or any(
+            write.finish is not None for write, _ in self.pending)
+
+    def _kick(self, flush: bool = False) -> None:
+        """Write what is pending if it is due (or `flush`), else within LINGER_SECONDS; a
+        write under way takes it when it ends."""
+        if self.error is not None or (self.writer is not None and not self.writer.done()):
             return
-        if linger and not self.wait_durable:
-            if self.lingering is None:
-                self.lingering = asyncio.get_running_loop().call_later(
-                    LINGER_SECONDS, self._linger_over)
-            return
-        if self.lingering is not None:
-            self.lingering.cancel()
-            self.lingering = None
-        self.writer = asyncio.ensure_future(self._write())
+        if flush or self._due():
+            if self.lingering is not None:
+                self.lingering.cancel()
+                self.lingering = None
+            self.writer = asyncio.ensure_future(self._write())
+        else:
+            self._linger()
+
+    def _linger(self) -> None:
+        if self.lingering is None and (self.pending or self.model_calls):
+            self.lingering = asyncio.get_running_loop().call_later(
+                LINGER_SECONDS, self._linger_over)
 
     def _linger_over(self) -> None:
         self.lingering = None
-        self._start(linger=False)
+        self._kick(flush=True)
 
     async def durable(self, sequence: int) -> None:
         """Wait until the result of ledger `sequence` is committed."""
-        while self.wait_durable and self.committed_sequence < sequence:
+        if not self.wait_durable:
+            return
+        self.awaited_sequence = max(self.awaited_sequence, sequence)
+        self._kick()
+        while self.committed_sequence < sequence:
             if self.error is not None:
                 raise self.error
             await self._committed.wait()
 
     async def drain(self) -> dict | None:
         """Wait until everything is written; the run's outcome if a result ended it."""
-        if self.lingering is not None:
-            self._start(linger=False)
+        self.draining = True
+        self._kick()
         if self.writer is not None:
             await asyncio.shield(self.writer)
         if self.error is not None:
@@ -107,7 +118,9 @@ class Journal:
 
     async def _write(self) -> None:
         try:
-            while self.pending or self.model_calls:
+            flush = True  # what started this write is due, or lingered long enough
+            while (self.pending or self.model_calls) and (flush or self._due()):
+                flush = False
                 batch, self.pending = self.pending, []
                 calls, self.model_calls = self.model_calls, []
                 ended = await ledger.record_results(self.run_id, [write for write, _ in batch],
@@ -118,6 +131,7 @@ class Journal:
                 self._wake()
                 for _, frame in batch:
                     await self.publish(frame)
+            self._linger()
         except Exception as exc:  # surfaced by the next add(), durable() or drain()
             self.error = exc
             self._wake()

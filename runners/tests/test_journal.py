@@ -54,6 +54,8 @@ async def test_a_streamed_run_commits_each_message_before_its_caller_sees_it(qa_
             (message.type, any(message.type in batch for batch in writes)))
 
     assert committed_when_seen == [("message.completed", True)]
+    # What nobody waits for (the state write) waited for the run's end: one transaction.
+    assert writes == [["message.completed"], ["state.updated", "run.completed"]]
 
 
 async def test_live_viewers_see_a_waited_for_runs_results_while_it_goes_on(qa_gateway):
