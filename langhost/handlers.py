@@ -36,15 +36,20 @@ IDLE_EXECUTORS_KEPT = 32
 TIDY_SECONDS = 0.5
 
 
+# Where `__call__` leaves the URL's match in the scope, so Django resolves it once, not twice.
+RESOLVED = "langhost.resolver_match"
+
+
 def serves_async_view(scope) -> bool:
     path = scope["path"]
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root):]
     try:
-        return iscoroutinefunction(resolve(path).func)
+        scope[RESOLVED] = resolve(path)
     except Resolver404:
         return False
+    return iscoroutinefunction(scope[RESOLVED].func)
 
 
 @sync_to_async
@@ -77,6 +82,13 @@ class ASGIHandler(asgi.ASGIHandler):
                 self.idle.append(executor)
             else:
                 executor.shutdown(wait=False)
+
+    def resolve_request(self, request):
+        match = request.scope.get(RESOLVED)
+        if match is None or hasattr(request, "urlconf"):  # a middleware chose another URLconf
+            return super().resolve_request(request)
+        request.resolver_match = match
+        return match
 
     async def handle_on_loop(self, scope, receive, send):
         """Django's `handle`, with the request signals sent on the loop.
