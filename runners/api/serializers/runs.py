@@ -5,12 +5,13 @@ import pydantic
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
+from langhost.serializers import RequestSerializer
 from ledger.models import AgentRun, AgentRunEvent
 from runners.execution.protocol import EventInput
 from runners.models import RunnerDescriptor
 
 
-class PlatformEventSerializer(serializers.Serializer):
+class PlatformEventSerializer(RequestSerializer):
     """A typed platform event for a runner declared for `event` usage."""
 
     type = serializers.RegexField(
@@ -24,7 +25,7 @@ class PlatformEventSerializer(serializers.Serializer):
         return value
 
 
-class RunRequestSerializer(serializers.Serializer):
+class RunRequestSerializer(RequestSerializer):
     runner_id = serializers.CharField(max_length=255, required=False)
     agent_id = serializers.UUIDField(required=False)
     binding_id = serializers.CharField(max_length=255, required=False)
