@@ -114,14 +114,35 @@ def update_rows(model, values: dict, where: str, where_params: list) -> int:
     `where` is SQL over the table's column names, with %s placeholders for `where_params`.
     """
     connection = connections[DEFAULT_DB_ALIAS]
-    table = _table(model, connection)
+    statement, params = _update(model, values, where, where_params, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.rowcount
+
+
+def update_returning(model, values: dict, where: str, where_params: list,
+                     names: tuple[str, ...]) -> dict | None:
+    """`update_rows`, reading back the first row it changed (`names`, as `first_row` reads
+    them) in the same statement. None when no row changed, or when the database cannot
+    return rows (SQLite before 3.35): the caller reads the row then."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if not connection.features.can_return_columns_from_insert:
+        update_rows(model, values, where, where_params)
+        return None
+    columns, converters = _reader(model, names, connection)
+    statement, params = _update(model, values, where, where_params, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{statement} RETURNING {columns}", params)
+        values = cursor.fetchone()
+    return None if values is None else _converted(values, converters, connection)
+
+
+def _update(model, values: dict, where: str, where_params: list, connection) -> tuple[str, list]:
     fields = [model._meta.get_field(name) for name in values]
     assignments = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
     params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table.name} SET {assignments} WHERE {where}",
-                       params + list(where_params))
-        return cursor.rowcount
+    return (f"UPDATE {_table(model, connection).name} SET {assignments} WHERE {where}",
+            params + list(where_params))
 
 
 def first_row(model, names: tuple[str, ...], where: str, where_params: list,
@@ -129,6 +150,20 @@ def first_row(model, names: tuple[str, ...], where: str, where_params: list,
     """The first row matching `where` (SQL over column names) as field name → value, converted
     as the ORM converts it (JSON, datetimes), or None."""
     connection = connections[DEFAULT_DB_ALIAS]
+    columns, converters = _reader(model, names, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM {_table(model, connection).name} WHERE {where}"
+                       + (f" ORDER BY {order_by}" if order_by else "") + " LIMIT 1",
+                       list(where_params))
+        values = cursor.fetchone()
+    return None if values is None else _converted(values, converters, connection)
+
+
+_readers: dict[tuple, tuple] = {}
+
+
+def _reader(model, names: tuple[str, ...], connection) -> tuple[str, list]:
+    """The column list of `names`, and each field's converters from database values."""
     key = (model, connection.vendor, names)
     reader = _readers.get(key)
     if reader is None:
@@ -138,20 +173,13 @@ def first_row(model, names: tuple[str, ...], where: str, where_params: list,
             ", ".join(quote(field.column) for field in fields),
             [(field, connection.ops.get_db_converters(field.cached_col)
               + field.get_db_converters(connection)) for field in fields])
-    columns, converters = reader
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {columns} FROM {_table(model, connection).name} WHERE {where}"
-                       + (f" ORDER BY {order_by}" if order_by else "") + " LIMIT 1",
-                       list(where_params))
-        values = cursor.fetchone()
-    if values is None:
-        return None
+    return reader
+
+
+def _converted(values, converters, connection) -> dict:
     row = {}
     for value, (field, field_converters) in zip(values, converters, strict=True):
         for convert in field_converters:
             value = convert(value, field.cached_col, connection)
         row[field.name] = value
     return row
-
-
-_readers: dict[tuple, tuple] = {}

@@ -29,8 +29,8 @@ from ledger.models import (
     Transcript,
 )
 from ledger.selectors.model_calls import run_usage
-from ledger.selectors.runs import run_outcome_sync
-from ledger.sql import insert_rows, update_rows
+from ledger.selectors.runs import OUTCOME_FIELDS, outcome_dict, run_outcome_sync
+from ledger.sql import insert_rows, update_returning
 
 TRANSCRIPT_MAX_CHARS = 4000
 STATE_VALUE_MAX_BYTES = 256 * 1024
@@ -150,13 +150,13 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
         usage = run_usage(run_id)               # calls spent, if any
     if usage is not None:
         fields["usage_json"] = usage
-    update_rows(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
-                [run_id, *TERMINAL_STATUSES])
+    ended = update_returning(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
+                             [run_id, *TERMINAL_STATUSES], OUTCOME_FIELDS)
     if may_have_steering:  # items are only queued for runners that declare steering
         SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
             status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
         )
-    return run_outcome_sync(run_id)
+    return outcome_dict(ended) if ended else run_outcome_sync(run_id)
 
 
 @sync_to_async
