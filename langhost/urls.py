@@ -7,7 +7,11 @@ from langhost.api_root import ApiRoot
 from langhost.health import healthz
 from runners.admin.pages import dashboard_index, playground, run_detail, runtime_status
 
+# The API's routes first: Django tries them in order, and starting runs is the busiest.
 urlpatterns = [
+    path("api/v1/", include("runners.api.urls")),
+    path("api/v1/", include("accounts.api.urls")),
+    path("api/v1/", ApiRoot.as_view(), name="api-root"),
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("healthz", healthz, name="healthz"),
     path("admin/runtime/", admin.site.admin_view(runtime_status), name="admin-runtime-status"),
@@ -21,9 +25,6 @@ urlpatterns = [
     # for the Content-Security-Policy to refuse.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/auth/", include("rest_framework.urls")),
-    path("api/v1/", ApiRoot.as_view(), name="api-root"),
-    path("api/v1/", include("accounts.api.urls")),
-    path("api/v1/", include("runners.api.urls")),
 ]
 
 handler400 = "langhost.api.bad_request"

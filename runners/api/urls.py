@@ -10,6 +10,9 @@ from runners.api.views import runs as run_views
 from runners.api.views import tools as mcp_views
 
 router = OptionalSlashRouter()
+# Runs first: Django tries the patterns in order, and starting runs is the busiest route.
+router.register("runs", run_views.RunViewSet, basename="run")
+router.register("runners", run_views.RunnerViewSet, basename="runner")
 router.register("agent-types", views.AgentTypeViewSet, basename="agent-type")
 router.register(
     f"projects/(?P<project_id>{UUID})/agents", views.ProjectAgentViewSet,
@@ -20,8 +23,6 @@ router.register(f"{_AGENT}/conversations", conversation_views.ConversationViewSe
                 basename="agent-conversation")
 router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/artifacts",
                 conversation_views.ArtifactViewSet, basename="conversation-artifact")
-router.register("runs", run_views.RunViewSet, basename="run")
-router.register("runners", run_views.RunnerViewSet, basename="runner")
 router.register("tools", tool_views.ToolViewSet, basename="tool")
 router.register("model-providers", provider_views.ModelProviderViewSet, basename="model-provider")
 router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
