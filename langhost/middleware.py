@@ -18,6 +18,8 @@ from django.contrib.sessions import middleware as sessions
 from django.middleware import clickjacking, common, csrf, security
 from django.utils.deprecation import MiddlewareMixin
 
+from langhost.handlers import RESOLVED
+
 
 class OnTheLoop(MiddlewareMixin):
     """Runs a Django middleware's hooks on the loop; `response_needs_thread` names the
@@ -49,7 +51,12 @@ class SessionMiddleware(OnTheLoop, sessions.SessionMiddleware):
 
 
 class CommonMiddleware(OnTheLoop, common.CommonMiddleware):
-    pass
+    def should_redirect_with_slash(self, request) -> bool:
+        # A path LangHost's handler resolved is valid as it is: Django would resolve it again
+        # to find out (langhost/handlers.py).
+        if RESOLVED in getattr(request, "scope", ()) and getattr(request, "urlconf", None) is None:
+            return False
+        return super().should_redirect_with_slash(request)
 
 
 class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
