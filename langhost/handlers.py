@@ -139,8 +139,11 @@ class ASGIHandler(asgi.ASGIHandler):
         for task in (listening, responding):
             if not task.done():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                # A view cancelled because its client left may clean up first; the listener
+                # has nothing to finish, and waiting for it costs two turns of the loop.
+                if task is responding:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             elif not task.cancelled():
                 with contextlib.suppress(RequestAborted):
                     task.result()
