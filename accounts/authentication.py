@@ -24,8 +24,8 @@ from rest_framework_simplejwt.settings import api_settings
 PASSWORD_CLAIM = "pwd"
 USER_CACHE_SECONDS = 5.0
 
-# user id → (monotonic expiry, the user as loaded, or None for no such user)
-_users: dict[object, tuple[float, object]] = {}
+# user id → (monotonic expiry, the user as loaded or None for no such user, its password digest)
+_users: dict[object, tuple[float, object, str | None]] = {}
 _users_lock = threading.Lock()
 # raw token → (monotonic expiry, the validated token); emptied when it grows past its size
 _tokens: dict[bytes, tuple[float, object]] = {}
@@ -36,18 +36,20 @@ def password_digest(user) -> str:
     return user.get_session_auth_hash()[:16]
 
 
-def require_current(token, user) -> None:
-    """Raise unless `token` was issued for `user` as it is now (active, same password)."""
+def require_current(token, user, digest: str | None = None) -> None:
+    """Raise unless `token` was issued for `user` as it is now (active, same password);
+    `digest` is the user's `password_digest` when known."""
     if user is None or not user.is_active:
         raise AuthenticationFailed("The user is inactive or deleted.", code="user_inactive")
-    if token.get(PASSWORD_CLAIM) != password_digest(user):
+    if token.get(PASSWORD_CLAIM) != (digest or password_digest(user)):
         raise InvalidToken("The token was revoked: the password changed since it was issued.")
 
 
 def _load_user(user_id):
     user = get_user_model().objects.filter(**{api_settings.USER_ID_FIELD: user_id}).first()
     with _users_lock:
-        _users[user_id] = (monotonic() + USER_CACHE_SECONDS, user)
+        _users[user_id] = (monotonic() + USER_CACHE_SECONDS, user,
+                           password_digest(user) if user is not None else None)
     return user
 
 
@@ -73,7 +75,7 @@ def _cached_current(validated_token):
     if entry is None or entry[0] <= monotonic():
         return None
     try:
-        require_current(validated_token, entry[1])
+        require_current(validated_token, entry[1], entry[2])
     except (AuthenticationFailed, InvalidToken):
         return None  # perhaps changed since it was cached: loaded afresh before refusing
     return entry[1]
