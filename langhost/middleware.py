@@ -11,6 +11,8 @@ CSRF token of a form posted to a view that is not exempt.
 
 from asgiref.sync import sync_to_async
 from csp import middleware as csp
+from csp.constants import HEADER, HEADER_REPORT_ONLY
+from csp.utils import build_policy
 from django.conf import settings
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
@@ -83,5 +85,43 @@ class XFrameOptionsMiddleware(OnTheLoop, clickjacking.XFrameOptionsMiddleware):
     pass
 
 
+# What a view's own policy sets on its response (django-csp's decorators).
+_OWN_POLICY = tuple(f"_csp_{kind}{suffix}" for kind in ("exempt", "update", "replace", "config")
+                    for suffix in ("", "_ro"))
+
+
 class CSPMiddleware(OnTheLoop, csp.CSPMiddleware):
-    pass
+    """django-csp's, with the configured policy's headers built once per configuration.
+
+    django-csp builds them for every response, the costliest hook of a request to start a
+    run. A view with a policy of its own, a page that used a nonce, an excluded path and a
+    debug error page still get django-csp's own answer.
+    """
+
+    built: tuple = (None, None, {})  # (policy, report-only policy, {header: value})
+
+    def process_response(self, request, response):
+        headers = self.configured_headers()
+        if (headers is None or getattr(request, "_csp_nonce", None) is not None
+                or any(hasattr(response, name) for name in _OWN_POLICY)
+                or any(header in response for header in headers)
+                or (settings.DEBUG and response.status_code in (404, 500))):
+            return super().process_response(request, response)
+        for header, value in headers.items():
+            response[header] = value
+        # As django-csp: a nonce asked for now would be in no header.
+        request.csp_nonce = csp.CheckableLazyObject(self._csp_nonce_post_response)
+        return response
+
+    def configured_headers(self) -> dict[str, str] | None:
+        """The headers of the configured policies; None when a policy excludes paths."""
+        policy = getattr(settings, "CONTENT_SECURITY_POLICY", None)
+        report_only = getattr(settings, "CONTENT_SECURITY_POLICY_REPORT_ONLY", None)
+        if (policy or {}).get("EXCLUDE_URL_PREFIXES") or (report_only or {}).get(
+                "EXCLUDE_URL_PREFIXES"):
+            return None
+        if self.built[0] is not policy or self.built[1] is not report_only:
+            headers = {HEADER: build_policy(), HEADER_REPORT_ONLY: build_policy(report_only=True)}
+            self.built = (policy, report_only, {name: value for name, value in headers.items()
+                                                if value})
+        return self.built[2]
