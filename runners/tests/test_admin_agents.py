@@ -29,6 +29,12 @@ def test_pause_action_pauses_idle_agent(admin_browser, agent):
     assert agent.status == "paused"
 
 
+def test_an_actions_message_shows_on_the_page_after_it(admin_browser, agent):
+    response = run_action(admin_browser, "pause", agent)
+
+    assert "Paused 1 agent(s)." in response.content.decode()
+
+
 def test_resume_action_resumes_paused_agent(admin_browser, make_agent, project, agent_type):
     agent = make_agent(project, agent_type, status="paused")
 
