@@ -396,7 +396,7 @@ async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIter
                                              wait_durable=wait_durable)) as messages:
             async for message in messages:
                 yield message
-        prepared.ended = orchestrator.outcomes.get(prepared.run_id)
+        prepared.ended = orchestrator.outcomes.pop(prepared.run_id, None)
     finally:
         if agent_pk:
             await _after_run(agent_pk, prepared.event.conversation_id)
