@@ -36,7 +36,7 @@ class StrictJSONParser(JSONParser):
         except UnicodeDecodeError as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
         try:
-            data = json.loads(text, parse_constant=_no_constant)
+            data = _DECODER.decode(text)
         except ValueError as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
         except RecursionError:
@@ -53,3 +53,7 @@ class StrictJSONParser(JSONParser):
 
 def _no_constant(name):
     raise ValueError(f"{name} is not valid JSON")
+
+
+# Made once: `json.loads` with an option builds a decoder for every call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)

@@ -54,6 +54,16 @@ def test_a_lone_surrogate_in_run_input_is_a_400_naming_it(user_client):
     assert not AgentRun.objects.exists()
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_number_json_has_not_is_a_400_naming_it(user_client, constant):
+    body = '{"runner_id": "builtin:echo", "input": {"text": "hi"}, "timeout": ' + constant + '}'
+
+    response = user_client.post("/api/v1/runs", body, content_type="application/json")
+
+    assert_json_4xx(response, 400, constant)
+    assert not AgentRun.objects.exists()
+
+
 def test_a_lone_surrogate_in_conversation_state_is_a_400(user_client, agent):
     conversation = user_client.post(conversations_url(agent), {}, format="json").json()["id"]
 
