@@ -1,7 +1,5 @@
 """Serializer helpers shared by the apps' APIs."""
 
-import copy
-
 from rest_framework import serializers
 
 
@@ -16,4 +14,11 @@ class RequestSerializer(serializers.Serializer):
     """
 
     def get_fields(self):
-        return {name: copy.copy(field) for name, field in self._declared_fields.items()}
+        return {name: _clone(field) for name, field in self._declared_fields.items()}
+
+
+def _clone(field):
+    # What `copy.copy` makes of a field, without its trip through `__reduce_ex__`.
+    clone = object.__new__(type(field))
+    clone.__dict__.update(field.__dict__)
+    return clone
