@@ -208,6 +208,7 @@ REST_FRAMEWORK = {
         "langhost.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
     ],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "langhost.negotiation.ContentNegotiation",
     "DEFAULT_PAGINATION_CLASS": "langhost.api.EnvelopePagination",
     "PAGE_SIZE": 20,
     "DEFAULT_FILTER_BACKENDS": [
