@@ -19,7 +19,6 @@ for the GIL with the event loop. Such a request also costs no thread hop of its 
 """
 
 import asyncio
-import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -125,26 +124,29 @@ class ASGIHandler(asgi.ASGIHandler):
 
     async def respond_unless_gone(self, request, receive, send):
         """The response, sent; None when the client went away first and the view was
-        cancelled (as in Django's `handle`)."""
+        cancelled (as in Django's `handle`). The view runs in this task, not in one of its
+        own: a listener cancels it if the client leaves."""
+        view = asyncio.current_task()
+        answering = True
 
-        async def respond():
-            response = await self.run_get_response(request)
-            with contextlib.suppress(asyncio.CancelledError):  # the client left meanwhile
-                await self.send_response(response, send)
-            return response
+        def client_left(listener: asyncio.Task) -> None:
+            if not listener.cancelled() and listener.exception() is not None and answering:
+                view.cancel()
 
         listening = asyncio.create_task(self.listen_for_disconnect(receive))
-        responding = asyncio.create_task(respond())
-        await asyncio.wait([listening, responding], return_when=asyncio.FIRST_COMPLETED)
-        for task in (listening, responding):
-            if not task.done():
-                task.cancel()
-                # A view cancelled because its client left may clean up first; the listener
-                # has nothing to finish, and waiting for it costs two turns of the loop.
-                if task is responding:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-            elif not task.cancelled():
-                with contextlib.suppress(RequestAborted):
-                    task.result()
-        return None if responding.cancelled() else responding.result()
+        listening.add_done_callback(client_left)
+        try:
+            response = await self.run_get_response(request)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:  # the client left meanwhile
+                view.uncancel()
+            return response
+        except asyncio.CancelledError:
+            if not listening.done() or listening.cancelled():
+                raise  # not the client: the server is stopping
+            view.uncancel()
+            return None
+        finally:
+            answering = False
+            listening.cancel()
