@@ -37,6 +37,14 @@ from runners.execution import (
 from runners.execution.journal import Journal
 from runners.execution.process import host_process
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.results import (
+    IDLE,
+    Results,
+    Stop,
+    next_result,
+    request_stop,
+    watch_ledger_cancel,
+)
 from runners.execution.tool_grants import tool_grants
 from runners.models import RunnerDescriptor
 from runners.plugins.runtime.link import RuntimeLinkError
@@ -59,7 +67,8 @@ PAYLOAD_MODELS: dict[str, type[pydantic.BaseModel]] = {
 }
 DELIVERED_TYPES = {"message.delta", "message.completed"}
 NO_DEADLINE_ITEM_TIMEOUT = 300.0
-CANCEL_POLL_SECONDS = 1.0
+# How long a message its caller sees once committed waits for the results right behind it.
+REPLY_PATIENCE = 0.002
 
 
 class RunRefused(Exception):
@@ -72,15 +81,6 @@ class ProtocolError(Exception):
 
 class OutputLimit(Exception):
     """The run's results outgrew what one run may store; the run fails with this reason."""
-
-
-class _Stop(Exception):
-    """The run must stop before the runner's next result (cancelled, deadline passed)."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 @dataclass
@@ -137,14 +137,6 @@ class RunState:
     @property
     def steers(self) -> bool:
         return bool((self.descriptor.capabilities or {}).get("steering"))
-
-
-def _request_stop(state: RunState, status: str, reason: str) -> None:
-    """Stop the run (the first reason wins), cutting short its wait for the next result."""
-    if state.stop is None:
-        state.stop = (status, reason)
-    if state.waiting is not None and not state.waiting.expired():
-        state.waiting.reschedule(state.loop.time())
 
 
 def new_run_id() -> str:
@@ -232,7 +224,7 @@ class Orchestrator:
         state = host_process().active_runs.get(run_id)
         if state is not None and run is not None:
             # The run may stream on another thread's loop; its loop stops it.
-            state.loop.call_soon_threadsafe(_request_stop, state, RunStatus.CANCELLED,
+            state.loop.call_soon_threadsafe(request_stop, state, RunStatus.CANCELLED,
                                             run.status_reason or "cancel_requested")
         return run
 
@@ -254,71 +246,51 @@ class Orchestrator:
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 
     async def _stream(self, state: RunState, payload: dict) -> AsyncIterator[RunMessage]:
-        """The run's messages for its caller, each once the ledger has committed it (what the
-        runner sends meanwhile waits in the runtime link)."""
-        stream = deltas.coalesced(self._invoke(state, payload))
-        watcher = asyncio.ensure_future(self._watch_ledger_cancel(state))
+        """The run's messages for its caller, each once the ledger has committed it.
+
+        A caller that waits for commits gets a message up to REPLY_PATIENCE later when more
+        results follow it at once (a short run's state and end): they are committed with it,
+        one transaction instead of one each. What the runner said before it failed still
+        reaches the caller."""
+        results = Results(deltas.coalesced(self._invoke(state, payload)))
+        watcher = asyncio.ensure_future(watch_ledger_cancel(state))
+        held: list[RunMessage] = []
+        due = 0.0  # when the first held message must reach the caller
+        over, stop, failure = False, None, None
         try:
-            while True:
+            while not over:
+                raw, message = IDLE, None
                 try:
-                    raw = await self._next_result(state, stream)
+                    raw = await next_result(
+                        state, results, max(due - state.loop.time(), 0.0) if held else None)
+                    if raw is not IDLE:
+                        message = await self._handle(state, raw)
                 except StopAsyncIteration:
-                    break
-                except _Stop as stop:
-                    await self._finish(state, stop.status, stop.reason)
-                    return
-                for reply in self._host_replies(state):
-                    await state.journal.durable(reply.sequence)
-                    yield reply
-                message = await self._handle(state, raw)
-                if message is not None:
-                    await state.journal.durable(message.sequence)
-                    yield message
-            for reply in self._host_replies(state):
-                await state.journal.durable(reply.sequence)
-                yield reply
-            await self._finish(state, *self._ending(state))
+                    over = True
+                except Stop as stopped:
+                    over, stop = True, (stopped.status, stopped.reason)
+                except Exception as exc:  # the run fails once its messages are out
+                    over, failure = True, exc
+                if not held:
+                    due = state.loop.time() + REPLY_PATIENCE
+                held += self._host_replies(state) + ([message] if message else [])
+                if held and (over or raw is IDLE or not state.journal.wait_durable):
+                    await state.journal.durable(held[-1].sequence)
+                    for ready in held:
+                        yield ready
+                    held = []
+            if failure is not None:
+                raise failure
+            await self._finish(state, *(stop or self._ending(state)))
         finally:
             watcher.cancel()
             # Closing the stream cancels the runner on the runtime's side.
-            await stream.aclose()
+            await results.aclose()
 
     @staticmethod
     def _host_replies(state: RunState) -> list[RunMessage]:
         replies, state.host_replies = state.host_replies, []
         return replies
-
-    @staticmethod
-    async def _next_result(state: RunState, stream) -> dict:
-        """The runner's next result; raises _Stop when the run must stop first."""
-        if state.stop is None:
-            loop_deadline = None
-            if state.deadline is not None:
-                loop_deadline = state.loop.time() + state.deadline - time.time()
-            scope = state.waiting = asyncio.timeout_at(loop_deadline)
-            try:
-                async with scope:
-                    return await anext(stream)
-            except TimeoutError:
-                if not scope.expired():
-                    raise  # the stream's own timeout, not the run's
-                state.stop = state.stop or (RunStatus.TIMEOUT,
-                                            "runner.timeout: Agent runner timed out")
-            finally:
-                state.waiting = None
-        raise _Stop(*state.stop)
-
-    @staticmethod
-    async def _watch_ledger_cancel(state: RunState) -> None:
-        """A cancel flagged in the ledger by another process (the admin, another server) stops
-        the run within CANCEL_POLL_SECONDS."""
-        while True:
-            await asyncio.sleep(CANCEL_POLL_SECONDS)
-            if await ledger.cancel_requested(state.run_id):
-                run = await readers.run_outcome(state.run_id)
-                _request_stop(state, RunStatus.CANCELLED,
-                              run.get("status_reason") or "cancel_requested")
-                return
 
     def _ending(self, state: RunState) -> tuple[str, str]:
         if state.status:

@@ -1,12 +1,14 @@
-"""How a run's results reach the ledger: at once for a caller who is shown them as they come,
-gathered into fewer transactions for one who waits for the end."""
+"""How a run's results reach the ledger: committed before a caller who is shown them as they
+come sees them, gathered into fewer transactions for one who waits for the end."""
 
 import asyncio
 
 import pytest
 from channels.layers import get_channel_layer
 
+from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
+from runners.execution import orchestrator
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from tests.timing import scaled
@@ -54,8 +56,30 @@ async def test_a_streamed_run_commits_each_message_before_its_caller_sees_it(qa_
             (message.type, any(message.type in batch for batch in writes)))
 
     assert committed_when_seen == [("message.completed", True)]
-    # What nobody waits for (the state write) waited for the run's end: one transaction.
-    assert writes == [["message.completed"], ["state.updated", "run.completed"]]
+
+
+async def test_the_results_right_behind_a_message_join_its_transaction(qa_gateway, writes,
+                                                                       monkeypatch):
+    monkeypatch.setattr(orchestrator, "REPLY_PATIENCE", scaled(1.0))
+    event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
+
+    seen = [message.type async for message in Orchestrator(qa_gateway).run(event, binding(ECHO))]
+
+    assert seen == ["message.completed"]
+    assert writes == [["message.completed", "state.updated", "run.completed"]]
+
+
+async def test_a_message_is_not_held_while_the_run_goes_on(qa_gateway, writes):
+    event = AgentEventEnvelope(input={"text": f"deltas:2:{scaled(2)}"})
+    seen_while_running = []
+
+    async for message in Orchestrator(qa_gateway).run(event, binding(SLOW)):
+        if message.type == "message.delta":
+            seen_while_running.append((message.data["chunk"]["content"], len(writes)))
+
+    # The first delta went out, committed on its own, long before the second one came.
+    assert seen_while_running == [("delta 1", 1), ("delta 2", 2)]
+    assert writes[0] == ["message.delta"]
 
 
 async def test_live_viewers_see_a_waited_for_runs_results_while_it_goes_on(qa_gateway):
@@ -77,3 +101,19 @@ async def test_live_viewers_see_a_waited_for_runs_results_while_it_goes_on(qa_ga
         "message.delta", "delta 1")
     assert still_running
     assert outcome["status"] == "completed"
+
+
+async def test_a_message_held_when_the_run_fails_still_reaches_its_caller(qa_gateway, settings,
+                                                                          monkeypatch):
+    monkeypatch.setattr(orchestrator, "REPLY_PATIENCE", scaled(1.0))
+    # Room for the echo's reply, not for the state write right behind it: the run fails there.
+    settings.LANGHOST_RUN_MAX_STORED_BYTES = 100
+    event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
+    run_id = new_run_id()
+
+    seen = [message.type async for message in Orchestrator(qa_gateway).run(
+        event, binding(ECHO), run_id=run_id)]
+
+    outcome = await readers.run_outcome(run_id)
+    assert seen == ["message.completed"]
+    assert outcome["status"] == "failed" and "run.output_limit" in outcome["status_reason"]
