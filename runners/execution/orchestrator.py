@@ -66,6 +66,7 @@ PAYLOAD_MODELS: dict[str, type[pydantic.BaseModel]] = {
     "processor.log": sdk_result.ProcessorLogPayload,
 }
 DELIVERED_TYPES = {"message.delta", "message.completed"}
+STREAMED_TYPES = {"message.delta"}
 NO_DEADLINE_ITEM_TIMEOUT = 300.0
 # How long a message its caller sees once committed waits for the results right behind it.
 REPLY_PATIENCE = 0.002
@@ -248,10 +249,11 @@ class Orchestrator:
     async def _stream(self, state: RunState, payload: dict) -> AsyncIterator[RunMessage]:
         """The run's messages for its caller, each once the ledger has committed it.
 
-        A caller that waits for commits gets a message up to REPLY_PATIENCE later when more
-        results follow it at once (a short run's state and end): they are committed with it,
-        one transaction instead of one each. What the runner said before it failed still
-        reaches the caller."""
+        A caller that waits for commits gets a whole message up to REPLY_PATIENCE later when
+        more results follow it at once (a short run's state and end): they are committed with
+        it, one transaction instead of one each. Streamed text (deltas) never waits: its time
+        to first token is the runner's. What the runner said before it failed still reaches
+        the caller."""
         results = Results(deltas.coalesced(self._invoke(state, payload)))
         watcher = asyncio.ensure_future(watch_ledger_cancel(state))
         held: list[RunMessage] = []
@@ -274,7 +276,8 @@ class Orchestrator:
                 if not held:
                     due = state.loop.time() + REPLY_PATIENCE
                 held += self._host_replies(state) + ([message] if message else [])
-                if held and (over or raw is IDLE or not state.journal.wait_durable):
+                if held and (over or raw is IDLE or not state.journal.wait_durable
+                             or (message is not None and message.type in STREAMED_TYPES)):
                     await state.journal.durable(held[-1].sequence)
                     for ready in held:
                         yield ready

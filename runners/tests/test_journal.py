@@ -69,15 +69,30 @@ async def test_the_results_right_behind_a_message_join_its_transaction(qa_gatewa
     assert writes == [["message.completed", "state.updated", "run.completed"]]
 
 
-async def test_a_message_is_not_held_while_the_run_goes_on(qa_gateway, writes):
-    event = AgentEventEnvelope(input={"text": f"deltas:2:{scaled(2)}"})
+async def test_a_message_nothing_follows_within_the_patience_goes_out_on_its_own(
+        qa_gateway, writes, monkeypatch):
+    monkeypatch.setattr(orchestrator, "REPLY_PATIENCE", 0.0)
+    event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
+    run_id = new_run_id()
+
+    seen = [message.type async for message in Orchestrator(qa_gateway).run(
+        event, binding(ECHO), run_id=run_id)]
+
+    assert seen == ["message.completed"]
+    assert writes == [["message.completed"], ["state.updated", "run.completed"]]
+    assert (await readers.run_outcome(run_id))["status"] == "completed"
+
+
+async def test_streamed_text_is_never_held(qa_gateway, writes, monkeypatch):
+    monkeypatch.setattr(orchestrator, "REPLY_PATIENCE", scaled(60))
+    event = AgentEventEnvelope(input={"text": f"deltas:2:{scaled(0.5)}"})
     seen_while_running = []
 
     async for message in Orchestrator(qa_gateway).run(event, binding(SLOW)):
         if message.type == "message.delta":
             seen_while_running.append((message.data["chunk"]["content"], len(writes)))
 
-    # The first delta went out, committed on its own, long before the second one came.
+    # The first delta went out, committed on its own, before the second one came.
     assert seen_while_running == [("delta 1", 1), ("delta 2", 2)]
     assert writes[0] == ["message.delta"]
 
