@@ -23,7 +23,8 @@ COALESCE_MAX_CHARS = 64 * 1024
 MERGED_FROM = "merged_from_sequence"
 # Chunk fields a delta of plain text may carry; any other field set keeps it as it is.
 _TEXT_FIELDS = {"role", "content", "all_content", "msg_sequence", "is_final", "resp_message_id"}
-_END = object()
+# What `next_or_end` returns at the stream's end (a task cannot end with StopAsyncIteration).
+END = object()
 
 
 def new_text(text_so_far: str, content: str, whole: str | None = None) -> str:
@@ -61,11 +62,11 @@ def _mergeable(pending: dict, result: dict, chunk: dict) -> bool:
             and len(held["content"]) + len(chunk["content"]) <= COALESCE_MAX_CHARS)
 
 
-async def _next(stream: AsyncIterator[dict]):
+async def next_or_end(stream: AsyncIterator[dict]):
     try:
         return await anext(stream)
     except StopAsyncIteration:
-        return _END
+        return END
 
 
 def _due(held: dict, text_so_far: str, held_since: float, window: float) -> float:
@@ -95,16 +96,16 @@ async def coalesced(stream: AsyncIterator[dict],
                 held, pending = pending, None
                 yield held
             if pending is None and waiting is None:
-                result = await _next(stream)
+                result = await next_or_end(stream)
             else:
-                waiting = waiting or asyncio.ensure_future(_next(stream))
+                waiting = waiting or asyncio.ensure_future(next_or_end(stream))
                 timeout = None if pending is None else max(
                     _due(pending, text_so_far, held_since, window) - loop.time(), 0)
                 done, _ = await asyncio.wait({waiting}, timeout=timeout)
                 if not done:  # due: sent at the top of the loop
                     continue
                 result, waiting = waiting.result(), None
-            if result is _END:
+            if result is END:
                 break
             if isinstance(result, dict) and result.get("type") == "message.completed":
                 text_so_far = ""  # the next message's deltas start over

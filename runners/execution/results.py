@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from ledger.models import RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
+from runners.execution.deltas import END, next_or_end
 
 CANCEL_POLL_SECONDS = 1.0
 # What `next_result` returns when no result came within its patience.
 IDLE = object()
-_END = object()
 
 
 class Stop(Exception):
@@ -43,13 +43,13 @@ class Results:
         if self.reading is None:
             if patience is None:
                 return await anext(self.stream)
-            self.reading = asyncio.ensure_future(_next(self.stream))
+            self.reading = asyncio.ensure_future(next_or_end(self.stream))
         done, _ = await asyncio.wait({self.reading}, timeout=patience)
         if not done:
             return IDLE
         reading, self.reading = self.reading, None
         result = reading.result()
-        if result is _END:
+        if result is END:
             raise StopAsyncIteration
         return result
 
@@ -58,13 +58,6 @@ class Results:
             self.reading.cancel()
             await asyncio.gather(self.reading, return_exceptions=True)
         await self.stream.aclose()
-
-
-async def _next(stream: AsyncIterator[dict]):
-    try:
-        return await anext(stream)
-    except StopAsyncIteration:  # a task cannot end with it: passed on as _END
-        return _END
 
 
 async def next_result(state, results: Results, patience: float | None = None):
