@@ -7,6 +7,7 @@ through its field's own preparation, so JSON, datetimes and foreign keys are sto
 as the ORM stores them, on SQLite and PostgreSQL alike.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
@@ -28,6 +29,10 @@ class _Table:
     stamped: frozenset  # fields set to "now" on every write (auto_now / auto_now_add)
     prepared_defaults: dict  # field name → default already prepared for the database
     text: frozenset  # fields whose preparation returns a str value unchanged
+    # `INSERT ... VALUES (row)` for one row, and for `update_conflicts` (an upsert) by its
+    # arguments: the statements the run loop repeats, made once.
+    one_row: str = ""
+    upserts: dict = dataclasses.field(default_factory=dict)
 
 
 _tables: dict[tuple, _Table] = {}
@@ -48,13 +53,19 @@ def _table(model, connection) -> _Table:
             if field.name not in stamped
             and (not callable(field.default) or field.default in _CONSTANT_FACTORIES)
         }
+        name = quote(model._meta.db_table)
+        columns = ", ".join(quote(field.column) for field in fields)
         table = _tables[key] = _Table(
-            name=quote(model._meta.db_table), fields=fields,
-            columns=", ".join(quote(field.column) for field in fields),
+            name=name, fields=fields, columns=columns,
             stamped=stamped, prepared_defaults=prepared_defaults,
             text=frozenset(field.name for field in fields
-                           if type(field) in (models.CharField, models.TextField)))
+                           if type(field) in (models.CharField, models.TextField)),
+            one_row=f"INSERT INTO {name} ({columns}) VALUES " + _row_sql(fields))
     return table
+
+
+def _row_sql(fields) -> str:
+    return "(" + ", ".join(["%s"] * len(fields)) + ")"
 
 
 def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = None) -> None:
@@ -66,14 +77,12 @@ def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = Non
     """
     connection = connections[DEFAULT_DB_ALIAS]  # once: the module's proxy looks it up per use
     table = _table(model, connection)
-    suffix = ""
-    if update_conflicts:
-        unique, update = update_conflicts
-        suffix = " " + connection.ops.on_conflict_suffix_sql(
-            table.fields, OnConflict.UPDATE,
-            [model._meta.get_field(name).column for name in update],
-            [model._meta.get_field(name).column for name in unique])
-    row_sql = "(" + ", ".join(["%s"] * len(table.fields)) + ")"
+    suffix = _conflict_suffix(model, table, connection, update_conflicts)
+    if len(rows) == 1:  # the run loop's usual write: its statement is made already
+        with connection.cursor() as cursor:
+            cursor.execute(table.one_row + suffix, _params(table, rows, connection))
+        return
+    row_sql = _row_sql(table.fields)
     size = max(1, min(connection.ops.bulk_batch_size(table.fields, rows), MAX_ROWS_PER_INSERT))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), size):
@@ -81,6 +90,19 @@ def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = Non
             cursor.execute(f"INSERT INTO {table.name} ({table.columns}) VALUES "
                            + ", ".join([row_sql] * len(chunk)) + suffix,
                            _params(table, chunk, connection))
+
+
+def _conflict_suffix(model, table: _Table, connection, update_conflicts: tuple | None) -> str:
+    if not update_conflicts:
+        return ""
+    suffix = table.upserts.get(update_conflicts)
+    if suffix is None:
+        unique, update = update_conflicts
+        suffix = table.upserts[update_conflicts] = " " + connection.ops.on_conflict_suffix_sql(
+            table.fields, OnConflict.UPDATE,
+            [model._meta.get_field(name).column for name in update],
+            [model._meta.get_field(name).column for name in unique])
+    return suffix
 
 
 def _params(table: _Table, rows: list[dict], connection) -> list:
