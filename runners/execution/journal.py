@@ -26,9 +26,9 @@ class Journal:
     delivers a message only once it is committed, so a crash never loses what a caller saw),
     the run's end (a terminal result, or `drain()`), or LINGER_SECONDS passing. Until then the
     results after it join it, and what arrives while a write is under way joins the next: a
-    short run takes one or two transactions, not one per result. Each event is published to
-    live viewers once it is committed, so they see a result nobody waits for up to
-    LINGER_SECONDS late.
+    short run takes one or two transactions, not one per result. A transaction's events are
+    published to live viewers together once committed, so they see a result nobody waits for
+    up to LINGER_SECONDS late.
 
     `wait_durable=False`: the run's caller shows nothing before the run has ended; `durable`
     then lets its messages through at once, and the run still ends only once everything is
@@ -129,8 +129,8 @@ class Journal:
                     self.committed_sequence = batch[-1][0].sequence
                 self.ended = ended or self.ended
                 self._wake()
-                for _, frame in batch:
-                    await self.publish(frame)
+                if batch:
+                    await self.publish([frame for _, frame in batch])
             self._linger()
         except Exception as exc:  # surfaced by the next add(), durable() or drain()
             self.error = exc

@@ -43,7 +43,6 @@ from runners.execution.results import (
     Stop,
     next_result,
     request_stop,
-    watch_ledger_cancel,
 )
 from runners.execution.tool_grants import tool_grants
 from runners.models import RunnerDescriptor
@@ -187,7 +186,7 @@ class Orchestrator:
         state = RunState(run_id=run_id, event=event, binding=binding, descriptor=descriptor,
                          scopes=scopes, deadline=deadline, agent_name=agent_name,
                          calls_models=bool(models.models),
-                         journal=Journal(run_id, lambda frame: self._publish(run_id, frame),
+                         journal=Journal(run_id, lambda frames: self._publish(run_id, frames),
                                          wait_durable))
         process.run_started(run_id, state)
         try:
@@ -255,7 +254,6 @@ class Orchestrator:
         to first token is the runner's. What the runner said before it failed still reaches
         the caller."""
         results = Results(deltas.coalesced(self._invoke(state, payload)))
-        watcher = asyncio.ensure_future(watch_ledger_cancel(state))
         held: list[RunMessage] = []
         due = 0.0  # when the first held message must reach the caller
         over, stop, failure = False, None, None
@@ -286,7 +284,6 @@ class Orchestrator:
                 raise failure
             await self._finish(state, *(stop or self._ending(state)))
         finally:
-            watcher.cancel()
             # Closing the stream cancels the runner on the runtime's side.
             await results.aclose()
 
@@ -435,8 +432,9 @@ class Orchestrator:
         logger.info("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
         self._append(state, type_, data, None, None, source=EventSource.HOST)
 
-    async def _publish(self, run_id: str, event: dict) -> None:
-        await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.event", "event": event})
+    async def _publish(self, run_id: str, events: list[dict]) -> None:
+        await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.events",
+                                                              "events": events})
 
     async def _finish(self, state: RunState, status: str, reason: str) -> None:
         """Wait for the journal, then end the run (unless its terminal result already did)."""
@@ -455,9 +453,9 @@ class Orchestrator:
 
     async def _published_end(self, state: RunState, status: str, reason: str) -> None:
         state.finished = True
-        await self._publish(state.run_id, {"type": "run.status", "run_id": state.run_id,
-                                           "status": status, "status_reason": reason,
-                                           "sequence": state.ledger_sequence})
+        await self._publish(state.run_id, [{"type": "run.status", "run_id": state.run_id,
+                                            "status": status, "status_reason": reason,
+                                            "sequence": state.ledger_sequence}])
 
     async def _replay(self, run_id: str | None) -> AsyncIterator[RunMessage]:
         """The outcome of a run already started for this event: its delivered messages."""

@@ -112,8 +112,8 @@ async def test_live_viewers_see_a_waited_for_runs_results_while_it_goes_on(qa_ga
         run.cancel()
         await layer.group_discard(f"run.{run_id}", viewer)
 
-    assert (first["event"]["type"], first["event"]["data"]["chunk"]["content"]) == (
-        "message.delta", "delta 1")
+    assert [(event["type"], event["data"]["chunk"]["content"]) for event in first["events"]] \
+        == [("message.delta", "delta 1")]
     assert still_running
     assert outcome["status"] == "completed"
 

@@ -121,20 +121,19 @@ async def test_live_duplicates_are_dropped_and_a_gap_is_filled_from_the_ledger(s
     layer, group = get_channel_layer(), f"run.{run.run_id}"
     live = {"run_id": run.run_id, "type": "message.delta", "data": {}, "usage": None,
             "source": "runner"}
-    await layer.group_send(group, {"type": "run.event", "event": {**live, "sequence": 2}})
+    await layer.group_send(group, {"type": "run.events", "events": [{**live, "sequence": 2}]})
     await sync_to_async(add_event)(run, 3)
     await sync_to_async(add_event)(run, 4)
     # Event 3 never arrives live: event 4 shows the gap, the ledger fills it.
-    await layer.group_send(group, {"type": "run.event", "event": {**live, "sequence": 4}})
-    await layer.group_send(group, {"type": "run.event", "event": {**live, "sequence": 3}})
+    await layer.group_send(group, {"type": "run.events", "events": [{**live, "sequence": 4}]})
+    await layer.group_send(group, {"type": "run.events", "events": [{**live, "sequence": 3}]})
     await sync_to_async(add_event)(run, 5, "run.completed")
     await AgentRun.objects.filter(pk=run.pk).aupdate(status=RunStatus.COMPLETED,
                                                     status_reason="stop")
-    await layer.group_send(group, {"type": "run.event", "event": {**live, "sequence": 5,
-                                                                  "type": "run.completed"}})
-    await layer.group_send(group, {"type": "run.event", "event": {
-        "type": "run.status", "run_id": run.run_id, "status": "completed",
-        "status_reason": "stop", "sequence": 5}})
+    await layer.group_send(group, {"type": "run.events", "events": [
+        {**live, "sequence": 5, "type": "run.completed"},
+        {"type": "run.status", "run_id": run.run_id, "status": "completed",
+         "status_reason": "stop", "sequence": 5}]})
 
     frames, code = await collect(communicator)
     assert [(f.get("sequence"), f["type"]) for f in frames] == [

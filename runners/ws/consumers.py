@@ -117,8 +117,12 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
 
     # --- group messages --------------------------------------------------------------------
 
-    async def run_event(self, message):
-        event = message.get("event") or {}
+    async def run_events(self, message):
+        """The events one transaction committed, in order (the orchestrator's `_publish`)."""
+        for event in message.get("events") or []:
+            await self._live(event)
+
+    async def _live(self, event: dict) -> None:
         async with self.lock:
             if self.finished:
                 return
@@ -279,8 +283,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         self.task = asyncio.ensure_future(self._talk(frame))
 
-    async def run_event(self, message):
-        await self._send({"type": "run.event", "event": event_frame(message["event"])})
+    async def run_events(self, message):
+        for event in message["events"]:
+            await self._send({"type": "run.event", "event": event_frame(event)})
 
     async def _talk(self, frame: dict) -> None:
         data = {key: frame[key] for key in ("text", "attachments") if key in frame}
