@@ -53,6 +53,13 @@ run_outcome = sync_to_async(run_outcome_sync)
 
 
 @sync_to_async
+def cancel_requests(run_ids: list[str]) -> dict[str, str]:
+    """Of `run_ids`, the runs flagged for cancellation, with the reason the flag set."""
+    return dict(AgentRun.objects.filter(run_id__in=run_ids, cancel_requested_at__isnull=False)
+                .values_list("run_id", "status_reason"))
+
+
+@sync_to_async
 def run_outcome_for_event(event_id: str) -> dict:
     row = sql.first_row(AgentRun, OUTCOME_FIELDS, "event_id = %s", [event_id], order_by="id")
     return outcome_dict(row) if row else {"run_id": None, "event_id": event_id, "status": None}

@@ -194,11 +194,6 @@ def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:
 request_cancel = sync_to_async(request_cancel_sync)
 
 
-@sync_to_async
-def cancel_requested(run_id: str) -> bool:
-    return AgentRun.objects.filter(run_id=run_id, cancel_requested_at__isnull=False).exists()
-
-
 def _lease_end(now):
     return now + timedelta(seconds=settings.LANGHOST_RUN_LEASE_SECONDS)
 

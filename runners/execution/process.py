@@ -1,13 +1,13 @@
 """This process's part in running runs: one object per process, `host_process()`.
 
 It owns the owner id that the lease of every run this process executes carries, the table of
-those runs, their heartbeat, and the gateway to the plugin runtime. Everything long-lived
-lives on one loop: the process's own, a daemon thread started on first use. So sync callers
-(admin pages, views through `async_to_sync`, each on a throwaway loop) and the server's loop
-all reach the same gateway, and a runtime spawned by it lives as long as the process. A
-process whose own loop lives as long as it does (`manage.py serve`'s) adopts that loop instead
-(`adopt_running_loop`): its requests then reach the gateway without crossing threads. A
-command or test that keeps a long-lived loop of its own may bind its gateway there
+those runs, their heartbeat and cancel watch, and the gateway to the plugin runtime.
+Everything long-lived lives on one loop: the process's own, a daemon thread started on first
+use. So sync callers (admin pages, views through `async_to_sync`, each on a throwaway loop)
+and the server's loop all reach the same gateway, and a runtime spawned by it lives as long as
+the process. A process whose own loop lives as long as it does (`manage.py serve`'s) adopts
+that loop instead (`adopt_running_loop`): its requests then reach the gateway without crossing
+threads. A command or test that keeps a long-lived loop of its own may bind its gateway there
 (`use_gateway`).
 """
 
@@ -24,6 +24,7 @@ from ledger import owners
 from ledger.models import RunStatus
 from ledger.services import runs
 from runners.execution.liveness import Heartbeat
+from runners.execution.results import watch_ledger_cancels
 from runners.plugins.loop_bound import LoopBoundGateway, submit
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ class HostProcess:
         self.heartbeat = Heartbeat(self.owner_id, lambda: list(self.active_runs.copy()))
         self.gateway_binding: LoopBoundGateway | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._beating: concurrent.futures.Future | None = None
+        # The heartbeat and the cancel watch, on the process's loop from the first run on.
+        self._watches: tuple[concurrent.futures.Future, ...] = ()
         self._lock = threading.Lock()
 
     @property
@@ -78,13 +80,15 @@ class HostProcess:
         return self.gateway_binding
 
     def run_started(self, run_id: str, state: Any) -> None:
-        """A run executes here from now on: its lease is renewed until `run_ended`."""
+        """A run executes here from now on: its lease is renewed, and a cancel flagged in the
+        ledger stops it, until `run_ended`."""
         self.active_runs[run_id] = state
-        if self._beating is None:
+        if not self._watches:
             loop = self.loop
             with self._lock:
-                if self._beating is None:
-                    self._beating = submit(self.heartbeat.beat_forever(), loop)
+                if not self._watches:
+                    self._watches = (submit(self.heartbeat.beat_forever(), loop),
+                                     submit(watch_ledger_cancels(self.active_runs.copy), loop))
 
     def run_ended(self, run_id: str) -> None:
         self.active_runs.pop(run_id, None)

@@ -83,6 +83,32 @@ async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_within_two_seco
     assert time.monotonic() - flagged_at < scaled(2.0)
 
 
+async def test_cancels_flagged_in_the_ledger_stop_only_the_runs_they_name(qa_gateway):
+    orchestrator = Orchestrator(qa_gateway)
+    streams = {}
+    for name in ("first", "second", "kept"):
+        run_id = new_run_id()
+        streams[name] = (run_id, orchestrator.run(event(), binding("slow", sleep=30),
+                                                  run_id=run_id))
+        await anext(streams[name][1])
+    ends = {name: asyncio.ensure_future(anext(stream, None))
+            for name, (_, stream) in streams.items()}
+    try:
+        await ledger.request_cancel(streams["first"][0], "first cancelled")
+        await ledger.request_cancel(streams["second"][0], "second cancelled")
+        await asyncio.wait_for(asyncio.gather(ends["first"], ends["second"]), scaled(3.0))
+        still_running = not ends["kept"].done()
+    finally:
+        await orchestrator.cancel(streams["kept"][0])
+        await ends["kept"]
+
+    reasons = {name: (await AgentRun.objects.aget(run_id=run_id)).status_reason
+               for name, (run_id, _) in streams.items()}
+    assert reasons == {"first": "first cancelled", "second": "second cancelled",
+                       "kept": "cancelled by request"}
+    assert still_running
+
+
 async def test_results_are_journaled_while_the_run_is_still_running(qa_gateway):
     orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
     stream = orchestrator.run(event(), binding("slow", sleep=30), run_id=run_id)
