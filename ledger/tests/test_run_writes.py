@@ -1,12 +1,15 @@
 """The run loop's writes: runs started once, results stored whole and in order, state upserted,
 runs ended once, rows stored as the ORM would store them."""
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connection
 
 from ledger.models import AgentRun, AgentRunEvent, AgentRunnerState, Transcript
 from ledger.services import runs as services
-from ledger.sql import insert_rows
+from ledger.sql import insert_rows, update_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +89,23 @@ def test_rows_are_stored_as_the_orm_stores_them():
         k: v for k, v in by_orm.items() if k not in ("id", "created_at")}
     assert by_insert["item_type"] == "message" and by_insert["attachment_refs"] == []
     assert by_insert["created_at"] is not None
+
+
+def test_json_and_aware_datetimes_are_written_byte_for_byte_as_the_orm_writes_them():
+    # An offset other than UTC: the database keeps the instant, as the ORM converts it.
+    at = datetime(2026, 11, 26, 13, 30, 5, 123456, tzinfo=timezone(timedelta(hours=2)))
+    values = {"event_id": "event-x", "runner_id": "builtin:echo", "status": "running",
+              "started_at": at, "deadline_at": at.astimezone(UTC) + timedelta(seconds=30),
+              "authorization_json": {"apis": {"state": True}, "tools": ["a", "b"], "n": 1.5},
+              "usage_json": [1, {"two": None}]}
+    AgentRun.objects.create(run_id="by-orm", **values)
+    insert_rows(AgentRun, [{"run_id": "by-insert", **values}])
+    ended = {"finished_at": at + timedelta(seconds=1), "usage_json": {"tokens": 3}}
+    AgentRun.objects.filter(run_id="by-orm").update(**ended)
+    update_rows(AgentRun, ended, "run_id = %s", ["by-insert"])
+
+    columns = "started_at, deadline_at, finished_at, authorization_json, usage_json"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM agent_run ORDER BY run_id")
+        by_insert, by_orm = cursor.fetchall()
+    assert by_insert == by_orm
