@@ -24,16 +24,31 @@ _CONSTANT_FACTORIES = (dict, list)
 MAX_ROWS_PER_INSERT = 1000
 
 
+# What a column's preparation is, when a value's type makes it plain (see `_prepared`).
+_TEXT, _JSON, _DATETIME, _OTHER = "text", "json", "datetime", "other"
+# Where a column's value comes from when a row does not give it.
+_STAMP, _DEFAULT, _CALL = "stamp", "default", "call"
+
+
+def _kind(field) -> str:
+    if type(field) in (models.CharField, models.TextField):
+        return _TEXT
+    if type(field) is models.JSONField:
+        return _JSON
+    if type(field) is models.DateTimeField:
+        return _DATETIME
+    return _OTHER
+
+
 @dataclass
 class _Table:
     name: str
     fields: list
     columns: str
-    stamped: frozenset  # fields set to "now" on every write (auto_now / auto_now_add)
-    prepared_defaults: dict  # field name → default already prepared for the database
-    text: frozenset  # fields whose preparation returns a str value unchanged
-    json: frozenset  # JSONFields: a dict or list is the backend's JSON adaptation of it
-    datetimes: frozenset  # DateTimeFields: an aware datetime is the backend's adaptation of it
+    # Per column: (name, attname, field, kind, missing, default) — `missing` says where its
+    # value comes from when a row leaves it out: "now" (auto_now / auto_now_add), its default
+    # prepared once, or its default made per row (a callable one).
+    plan: list
     # `INSERT ... VALUES (row)` for one row, and for `update_conflicts` (an upsert) by its
     # arguments: the statements the run loop repeats, made once.
     one_row: str = ""
@@ -49,25 +64,21 @@ def _table(model, connection) -> _Table:
     if table is None:
         quote = connection.ops.quote_name
         fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-        stamped = frozenset(field.name for field in fields
-                            if getattr(field, "auto_now", False)
-                            or getattr(field, "auto_now_add", False))
-        prepared_defaults = {
-            field.name: field.get_db_prep_save(field.get_default(), connection)
-            for field in fields
-            if field.name not in stamped
-            and (not callable(field.default) or field.default in _CONSTANT_FACTORIES)
-        }
+        plan = []
+        for field in fields:
+            default = None
+            if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+                missing = _STAMP
+            elif not callable(field.default) or field.default in _CONSTANT_FACTORIES:
+                missing = _DEFAULT
+                default = field.get_db_prep_save(field.get_default(), connection)
+            else:
+                missing = _CALL
+            plan.append((field.name, field.attname, field, _kind(field), missing, default))
         name = quote(model._meta.db_table)
         columns = ", ".join(quote(field.column) for field in fields)
         table = _tables[key] = _Table(
-            name=name, fields=fields, columns=columns,
-            stamped=stamped, prepared_defaults=prepared_defaults,
-            text=frozenset(field.name for field in fields
-                           if type(field) in (models.CharField, models.TextField)),
-            json=frozenset(field.name for field in fields if type(field) is models.JSONField),
-            datetimes=frozenset(field.name for field in fields
-                                if type(field) is models.DateTimeField),
+            name=name, fields=fields, columns=columns, plan=plan,
             one_row=f"INSERT INTO {name} ({columns}) VALUES " + _row_sql(fields))
     return table
 
@@ -117,32 +128,32 @@ def _params(table: _Table, rows: list[dict], connection) -> list:
     now = None
     params = []
     for row in rows:
-        for field in table.fields:
-            if field.name in row:
-                value = row[field.name]
-            elif field.attname in row:
-                value = row[field.attname]
-            elif field.name in table.stamped:
-                now = now or _prepared(table, field, timezone.now(), connection)
+        for name, attname, field, kind, missing, default in table.plan:
+            if name in row:
+                value = row[name]
+            elif attname in row:
+                value = row[attname]
+            elif missing is _STAMP:  # one instant for every stamped column, as a save does
+                now = now or _prepared(field, kind, timezone.now(), connection)
                 params.append(now)
                 continue
-            elif field.name in table.prepared_defaults:
-                params.append(table.prepared_defaults[field.name])
+            elif missing is _DEFAULT:
+                params.append(default)
                 continue
             else:
                 value = field.get_default()
-            params.append(_prepared(table, field, value, connection))
+            params.append(_prepared(field, kind, value, connection))
     return params
 
 
-def _prepared(table: _Table, field, value, connection):
+def _prepared(field, kind: str, value, connection):
     """What `field`'s preparation makes of `value` for the database."""
-    kind = type(value)
-    if value is None or (kind is str and field.name in table.text):
+    value_type = type(value)
+    if value is None or (value_type is str and kind is _TEXT):
         return value
-    if kind in (dict, list) and field.name in table.json:
+    if kind is _JSON and value_type in (dict, list):
         return connection.ops.adapt_json_value(value, field.encoder)
-    if kind is datetime.datetime and value.tzinfo is not None and field.name in table.datetimes:
+    if kind is _DATETIME and value_type is datetime.datetime and value.tzinfo is not None:
         return connection.ops.adapt_datetimefield_value(value)
     return field.get_db_prep_save(value, connection)
 
@@ -177,11 +188,11 @@ def update_returning(model, values: dict, where: str, where_params: list,
 
 
 def _update(model, values: dict, where: str, where_params: list, connection) -> tuple[str, list]:
-    table = _table(model, connection)
     fields = [model._meta.get_field(name) for name in values]
     assignments = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
-    params = [_prepared(table, field, values[field.name], connection) for field in fields]
-    return (f"UPDATE {table.name} SET {assignments} WHERE {where}", params + list(where_params))
+    params = [_prepared(field, _kind(field), values[field.name], connection) for field in fields]
+    return (f"UPDATE {_table(model, connection).name} SET {assignments} WHERE {where}",
+            params + list(where_params))
 
 
 def first_row(model, names: tuple[str, ...], where: str, where_params: list,
