@@ -4,6 +4,7 @@ The hash covers the runner, the binding and the project (the reference host's wo
 the identity of the scope. A scope whose identity is missing has no key and is unavailable.
 """
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ def _canonical(parts: dict) -> str:
     return json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=4096)  # a conversation's runs ask for the same keys each time
 def scope_key(scope: str, *, runner_id: str, binding_identity: str, project_id: str = "",
               conversation_id: str = "", thread_id: str = "", actor_type: str = "",
               actor_id: str = "", subject_type: str = "", subject_id: str = "") -> str | None:
