@@ -248,6 +248,9 @@ LANGHOST_RUNTIME_WORKER = env_bool("LANGHOST_RUNTIME_WORKER", False)
 LANGHOST_PLUGINS_DIR = Path(
     os.environ.get("LANGHOST_PLUGINS_DIR", BASE_DIR / "plugins")
 ).resolve()
+# How often a ready runtime is asked again for its plugins, runners and tools (0: never; it is
+# still asked whenever it (re)connects or the plugin folders change).
+LANGHOST_RUNTIME_REFRESH_SECONDS = float(os.environ.get("LANGHOST_RUNTIME_REFRESH_SECONDS", 30))
 # A `running` run's lease: the process executing it renews it every sixth of this; a runtime
 # owner fails runs whose lease ran out (their process died) about as often.
 LANGHOST_RUN_LEASE_SECONDS = float(os.environ.get("LANGHOST_RUN_LEASE_SECONDS", 120))

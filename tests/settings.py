@@ -25,3 +25,8 @@ from langhost.settings import *  # noqa: E402, F403
 # database other tests share. Tests that need plugins bring their own gateway and plugins dir.
 LANGHOST_PLUGINS_DIR = Path(_session_data_dir) / "no-plugins"
 LANGHOST_PLUGINS_DIR.mkdir()
+
+# The session's runtimes (shared fixtures, a test's own) all write into one test database; a
+# runtime's periodic rediscovery would record the plugins and runners only the others have as
+# gone while a test reads them. Each test's gateway discovers when it starts, as in production.
+LANGHOST_RUNTIME_REFRESH_SECONDS = 0

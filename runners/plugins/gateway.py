@@ -37,7 +37,6 @@ DISCOVERY_POLL_SECONDS = 0.05
 DISCOVERY_TIMEOUT_SECONDS = 15.0
 # Plugins start one after another: this long without one coming up, the rest are stragglers.
 PLUGIN_QUIET_SECONDS = 2.5
-REFRESH_INTERVAL_SECONDS = 30.0
 PLUGINS_WATCH_SECONDS = 2.0
 # The runtime's last log lines on its status page: why it keeps failing to start, say.
 RUNTIME_LOG_LINES = 40
@@ -154,7 +153,8 @@ class LocalGateway:
             await sync_to_async(sync_installations_sync)(
                 await asyncio.to_thread(folders.scan, self.plugins_dir), self.instance_id)
         await self.link.start()
-        self._spawn(self._refresh_forever())
+        if settings.LANGHOST_RUNTIME_REFRESH_SECONDS > 0:
+            self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
         self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
 
@@ -332,7 +332,7 @@ class LocalGateway:
 
     async def _refresh_forever(self) -> None:
         while True:
-            await asyncio.sleep(REFRESH_INTERVAL_SECONDS)
+            await asyncio.sleep(settings.LANGHOST_RUNTIME_REFRESH_SECONDS)
             if self.link.state == "ready":
                 try:
                     await liveness.recycle_db_connections()

@@ -33,8 +33,8 @@ async def installation(name: str) -> PluginInstallation:
 async def test_requirements_are_installed_before_the_plugin_loads(gateway):
     # The plugin imports pyjokes at load and in its tool: both work in its process.
     answer = await gateway.call_tool("e2e", "needs-pyjokes", "joke", {}, scaled(10))
-    # Read right after this runtime's own discovery: the session's other runtimes (shared
-    # fixtures) rediscover now and then and record plugins they lack as not loaded.
+    # What the runtime has loaded by now: the fixture's discovery stops waiting for a plugin
+    # that comes up PLUGIN_QUIET_SECONDS after the others (a busy machine, pip before it).
     await gateway.discover(scaled(10))
     loaded = await installation("needs-pyjokes")
 
@@ -146,9 +146,8 @@ async def test_twelve_plugins_all_load_with_their_runners_and_tools(tmp_path):
         await gateway.start()
         runners = await gateway.discover(scaled(20))
         seconds = time.monotonic() - started
-        # Read while this runtime is the one that listed them last: the session's other
-        # runtimes (shared fixtures) rediscover now and then, list other tools and record
-        # these plugins as not loaded.
+        # Read while this runtime is the one that listed them last: another runtime's
+        # discovery would record these plugins as not loaded.
         tools = await ToolDescriptor.objects.filter(available=True,
                                                     plugin_name__startswith="tools-demo-").acount()
         initialized = await PluginInstallation.objects.filter(status="initialized").acount()
