@@ -6,6 +6,8 @@
 import itertools
 
 import pytest
+from asgiref.sync import SyncToAsync
+from django.db import connections
 from rest_framework.test import APIClient
 
 PASSWORD = "Sturdy-Passw0rd-42"
@@ -17,6 +19,17 @@ _counter = itertools.count(1)
 def fast_password_hasher(settings):
     """PBKDF2 at production strength costs ~0.3 s per user; tests do not need it."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_sync_thread_connections():
+    """After each test, the connections of asgiref's one sync thread (where async code's
+    database work runs) are closed, as pytest-django closes the test thread's own. A test that
+    left a cursor of that thread open (in an exception it kept) would otherwise leave its
+    connection on an old snapshot of the database, and every later write from that thread
+    would fail at once with "database is locked"."""
+    yield
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
 
 
 @pytest.fixture(autouse=True)
