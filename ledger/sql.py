@@ -44,14 +44,13 @@ def _kind(field) -> str:
 class _Table:
     name: str
     fields: list
-    columns: str
     # Per column: (name, attname, field, kind, missing, default) — `missing` says where its
     # value comes from when a row leaves it out: "now" (auto_now / auto_now_add), its default
     # prepared once, or its default made per row (a callable one).
     plan: list
-    # `INSERT ... VALUES (row)` for one row, and for `update_conflicts` (an upsert) by its
-    # arguments: the statements the run loop repeats, made once.
-    one_row: str = ""
+    insert: str  # `INSERT INTO table (columns) VALUES `
+    row: str  # `(%s, %s, ...)`: one row's placeholders
+    # The conflict clause of each `update_conflicts` (an upsert) asked for, made once.
     upserts: dict = dataclasses.field(default_factory=dict)
 
 
@@ -78,13 +77,10 @@ def _table(model, connection) -> _Table:
         name = quote(model._meta.db_table)
         columns = ", ".join(quote(field.column) for field in fields)
         table = _tables[key] = _Table(
-            name=name, fields=fields, columns=columns, plan=plan,
-            one_row=f"INSERT INTO {name} ({columns}) VALUES " + _row_sql(fields))
+            name=name, fields=fields, plan=plan,
+            insert=f"INSERT INTO {name} ({columns}) VALUES ",
+            row="(" + ", ".join(["%s"] * len(fields)) + ")")
     return table
-
-
-def _row_sql(fields) -> str:
-    return "(" + ", ".join(["%s"] * len(fields)) + ")"
 
 
 def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = None) -> None:
@@ -97,17 +93,13 @@ def insert_rows(model, rows: list[dict], *, update_conflicts: tuple | None = Non
     connection = connections[DEFAULT_DB_ALIAS]  # once: the module's proxy looks it up per use
     table = _table(model, connection)
     suffix = _conflict_suffix(model, table, connection, update_conflicts)
-    if len(rows) == 1:  # the run loop's usual write: its statement is made already
-        with connection.cursor() as cursor:
-            cursor.execute(table.one_row + suffix, _params(table, rows, connection))
-        return
-    row_sql = _row_sql(table.fields)
-    size = max(1, min(connection.ops.bulk_batch_size(table.fields, rows), MAX_ROWS_PER_INSERT))
+    # One row, the run loop's usual write, needs no batch size worked out.
+    size = 1 if len(rows) == 1 else max(1, min(connection.ops.bulk_batch_size(table.fields, rows),
+                                               MAX_ROWS_PER_INSERT))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), size):
             chunk = rows[start:start + size]
-            cursor.execute(f"INSERT INTO {table.name} ({table.columns}) VALUES "
-                           + ", ".join([row_sql] * len(chunk)) + suffix,
+            cursor.execute(table.insert + ", ".join([table.row] * len(chunk)) + suffix,
                            _params(table, chunk, connection))
 
 
