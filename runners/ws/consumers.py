@@ -119,7 +119,7 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
 
     async def run_events(self, message):
         """The events one transaction committed, in order (the orchestrator's `_publish`)."""
-        for event in message.get("events") or []:
+        for event in message["events"]:
             await self._live(event)
 
     async def _live(self, event: dict) -> None:
