@@ -26,6 +26,10 @@ def env_bool(name: str, default: bool) -> bool:
 # `langhost.data_dir.prepare()`: importing these settings writes nothing.
 DATA_DIR = data_dir.location()
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or data_dir.stored_secret_key(DATA_DIR)
+# Earlier secret keys, comma-separated: sessions and stored secrets made under them still work
+# until `manage.py rotate_secrets` has re-encrypted the secrets under SECRET_KEY.
+SECRET_KEY_FALLBACKS = [key.strip() for key in
+                        os.environ.get("DJANGO_SECRET_KEY_FALLBACKS", "").split(",") if key.strip()]
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 

@@ -2,13 +2,15 @@
 key derived from `SECRET_KEY` and a label of their kind.
 
 Keys are never logged and never leave this module except to the SDK client of a call.
-Changing `SECRET_KEY` makes stored keys unreadable: set them again (or use `api_key_env`).
+A secret encrypted under a key in `SECRET_KEY_FALLBACKS` still decrypts, so the secret key can
+be rotated: the old one moves to the fallbacks, `manage.py rotate_secrets` re-encrypts every
+stored secret under the new one, and then the fallback can go.
 """
 
 import base64
 import os
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
@@ -16,17 +18,23 @@ from django.conf import settings
 from runners.models import ModelProvider
 
 # A fixed label keeps this key apart from anything else derived from SECRET_KEY.
-_INFO = b"langhost.model-provider.api-key"
+API_KEY_LABEL = b"langhost.model-provider.api-key"
 
 
 class UnreadableKey(Exception):
     """The stored key (or secret) was encrypted under another SECRET_KEY."""
 
 
-def _fernet(info: bytes = _INFO) -> Fernet:
+def _derived(secret_key: str, info: bytes) -> Fernet:
     derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(
-        settings.SECRET_KEY.encode())
+        secret_key.encode())
     return Fernet(base64.urlsafe_b64encode(derived))
+
+
+def _fernet(info: bytes = API_KEY_LABEL) -> MultiFernet:
+    """Encrypts under `SECRET_KEY`; decrypts under it or any of `SECRET_KEY_FALLBACKS`."""
+    keys = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return MultiFernet([_derived(key, info) for key in keys])
 
 
 def encrypt(plaintext: str, label: bytes) -> str:
@@ -35,7 +43,8 @@ def encrypt(plaintext: str, label: bytes) -> str:
 
 
 def decrypt(token: str, label: bytes) -> str:
-    """The plaintext of `encrypt(plaintext, label)`; `UnreadableKey` if SECRET_KEY changed."""
+    """The plaintext of `encrypt(plaintext, label)`; `UnreadableKey` if it was encrypted under
+    neither `SECRET_KEY` nor a fallback."""
     try:
         return _fernet(label).decrypt(token.encode()).decode()
     except InvalidToken:
@@ -43,21 +52,48 @@ def decrypt(token: str, label: bytes) -> str:
                             "set it again.") from None
 
 
+def rotated(token: str, label: bytes) -> str:
+    """`token` encrypted again under the current `SECRET_KEY` ("" stays ""); `UnreadableKey`
+    if no key in use can read it."""
+    if not token:
+        return token
+    try:
+        return _fernet(label).rotate(token.encode()).decode()
+    except InvalidToken:
+        raise UnreadableKey("A stored secret cannot be decrypted under SECRET_KEY or any "
+                            "fallback.") from None
+
+
 def set_api_key(provider: ModelProvider, plaintext: str) -> None:
     """Store `plaintext` encrypted on `provider` (the caller saves it); empty removes the key."""
     plaintext = plaintext.strip()
-    provider.api_key_encrypted = _fernet().encrypt(plaintext.encode()).decode() if plaintext else ""
+    provider.api_key_encrypted = encrypt(plaintext, API_KEY_LABEL) if plaintext else ""
 
 
 def api_key(provider: ModelProvider) -> str:
     """The provider's key: the stored one, else the variable `api_key_env` names; "" if none."""
     if provider.api_key_encrypted:
         try:
-            return _fernet().decrypt(provider.api_key_encrypted.encode()).decode()
-        except InvalidToken:
+            return decrypt(provider.api_key_encrypted, API_KEY_LABEL)
+        except UnreadableKey:
             raise UnreadableKey(
                 f"The API key stored for provider '{provider.name}' cannot be decrypted "
                 "(SECRET_KEY changed?); set it again.") from None
     if provider.api_key_env:
         return os.environ.get(provider.api_key_env, "")
     return ""
+
+
+def rotate_api_keys_sync() -> tuple[int, list[str]]:
+    """Re-encrypt every stored provider key under the current `SECRET_KEY`: how many were,
+    and the names of the providers whose key no key in use can read."""
+    done, unreadable = 0, []
+    for provider in ModelProvider.objects.exclude(api_key_encrypted=""):
+        try:
+            provider.api_key_encrypted = rotated(provider.api_key_encrypted, API_KEY_LABEL)
+        except UnreadableKey:
+            unreadable.append(provider.name)
+            continue
+        provider.save(update_fields=["api_key_encrypted"])
+        done += 1
+    return done, unreadable

@@ -11,15 +11,15 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from runners.models import McpServer
-from runners.providers.secrets import UnreadableKey, decrypt, encrypt
+from runners.providers.secrets import UnreadableKey, decrypt, encrypt, rotated
 from runners.tools.errors import ToolError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
 
 # One label per kind of secret keeps their keys apart.
-_ENV = b"langhost.mcp-server.env"
-_HEADERS = b"langhost.mcp-server.headers"
+ENV_LABEL = b"langhost.mcp-server.env"
+HEADERS_LABEL = b"langhost.mcp-server.headers"
 
 
 def _seal(values: dict[str, str], label: bytes) -> str:
@@ -32,18 +32,18 @@ def _open(token: str, label: bytes) -> dict[str, str]:
 
 def set_env(server: McpServer, env: dict[str, str]) -> None:
     """Replace the server's environment variables (the caller saves it); `{}` removes them."""
-    server.env_encrypted = _seal(env, _ENV)
+    server.env_encrypted = _seal(env, ENV_LABEL)
 
 
 def set_headers(server: McpServer, headers: dict[str, str]) -> None:
     """Replace the server's HTTP headers (the caller saves it); `{}` removes them."""
-    server.headers_encrypted = _seal(headers, _HEADERS)
+    server.headers_encrypted = _seal(headers, HEADERS_LABEL)
 
 
 def env(server: McpServer) -> dict[str, str]:
     """The server's environment variables, values included: for its process only."""
     try:
-        return _open(server.env_encrypted, _ENV)
+        return _open(server.env_encrypted, ENV_LABEL)
     except UnreadableKey:
         raise ToolError(f"The env stored for MCP server '{server.name}' cannot be decrypted "
                         "(SECRET_KEY changed?); set it again.") from None
@@ -52,10 +52,27 @@ def env(server: McpServer) -> dict[str, str]:
 def headers(server: McpServer) -> dict[str, str]:
     """The server's HTTP headers, values included: for its requests only."""
     try:
-        return _open(server.headers_encrypted, _HEADERS)
+        return _open(server.headers_encrypted, HEADERS_LABEL)
     except UnreadableKey:
         raise ToolError(f"The headers stored for MCP server '{server.name}' cannot be "
                         "decrypted (SECRET_KEY changed?); set them again.") from None
+
+
+def rotate_secrets_sync() -> tuple[int, list[str]]:
+    """Re-encrypt every server's env and headers under the current `SECRET_KEY`: how many
+    servers were, and the names of those with a secret no key in use can read."""
+    done, unreadable = 0, []
+    servers = McpServer.objects.exclude(env_encrypted="", headers_encrypted="")
+    for server in servers:
+        try:
+            server.env_encrypted = rotated(server.env_encrypted, ENV_LABEL)
+            server.headers_encrypted = rotated(server.headers_encrypted, HEADERS_LABEL)
+        except UnreadableKey:
+            unreadable.append(server.name)
+            continue
+        server.save(update_fields=["env_encrypted", "headers_encrypted"])
+        done += 1
+    return done, unreadable
 
 
 def _names(read, server: McpServer) -> list[str]:
