@@ -154,7 +154,7 @@ def runtime_rss(web_pid: int) -> str:
 
 
 async def main(runs: int, seconds: float, tmp: Path) -> None:
-    from runners.plugins.runtime.process import free_port
+    from runners.runtime.process import free_port
 
     port = free_port()
     server = start_server(tmp / "server", port)

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 
 START_TIMEOUT_SECONDS = 60.0
 

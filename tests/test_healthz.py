@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 
 
 def test_healthz_answers_ok_without_signing_in(db):

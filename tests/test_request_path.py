@@ -21,7 +21,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from accounts import authentication
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from runners.tests.langhost_process import (
     ADMIN,
     REPO,

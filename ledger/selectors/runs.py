@@ -5,7 +5,14 @@ import asyncio
 from asgiref.sync import sync_to_async
 
 from ledger import sql
-from ledger.models import TERMINAL_STATUSES, AgentRun, AgentRunEvent, EventLog, Transcript
+from ledger.models import (
+    TERMINAL_STATUSES,
+    AgentRun,
+    AgentRunEvent,
+    EventLog,
+    RunStatus,
+    Transcript,
+)
 
 FOLLOW_POLL_SECONDS = 0.1
 OUTCOME_FIELDS = ("run_id", "event_id", "agent_id", "binding_id", "runner_id",
@@ -50,6 +57,17 @@ def run_outcome_sync(run_id: str) -> dict:
 
 
 run_outcome = sync_to_async(run_outcome_sync)
+
+
+@sync_to_async
+def active_runs_of_conversation(*, runner_id: str, binding_id: str, conversation_id: str,
+                                thread_id: str, actor_type: str, actor_id: str) -> list[str]:
+    """The running runs of this runner and binding in this conversation and thread, for this
+    actor, oldest first: whichever process executes them."""
+    return list(AgentRun.objects.filter(
+        conversation_id=conversation_id, status=RunStatus.RUNNING, runner_id=runner_id,
+        binding_id=binding_id, thread_id=thread_id, actor_type=actor_type, actor_id=actor_id,
+    ).order_by("id").values_list("run_id", flat=True))
 
 
 @sync_to_async

@@ -5,6 +5,7 @@ from django.utils.html import format_html, format_html_join
 from runners.models import McpServer
 from runners.tools import mcp_servers
 from runners.tools.mcp_servers import ENV_NAME, HEADER_NAME
+from runners.tools.refresh import refresh_tools_sync
 
 
 class WriteOnlyTextarea(forms.Textarea):
@@ -116,7 +117,7 @@ class McpServerAdmin(admin.ModelAdmin):
     @admin.action(description="List tools (start or reach the server now)")
     def list_tools(self, request, queryset):
         for server in queryset:
-            result = mcp_servers.refresh_tools_sync(server)
+            result = refresh_tools_sync(server)
             if result["ok"]:
                 self.message_user(request, format_html(
                     "MCP server '{}' lists {} tool(s): {}", server.name, len(result["tools"]),

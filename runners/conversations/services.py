@@ -59,8 +59,9 @@ from runners.conversations.input import (
     new_invocation_id,
 )
 from runners.execution import bindings, registry
-from runners.execution.orchestrator import Orchestrator, RunMessage, new_run_id
+from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
 from runners.plugins.gateway import get_gateway, require_runner_sync
 

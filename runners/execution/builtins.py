@@ -1,7 +1,13 @@
-"""Runners that run inside LangHost's process, with the same result contract as plugin runners."""
+"""Runners that run inside LangHost's process, with the same result contract as plugin runners.
+
+Each is called with the run's context and the run's handle (`runners.runtime.run_handle`),
+its only way to act on the run beyond its results.
+"""
 
 import time
 from collections.abc import AsyncIterator
+
+from runners.runtime.run_handle import RunHandle
 
 
 def _result(context: dict, sequence: int, type_: str, data: dict) -> dict:
@@ -9,7 +15,7 @@ def _result(context: dict, sequence: int, type_: str, data: dict) -> dict:
             "sequence": sequence, "timestamp": int(time.time())}
 
 
-async def echo(context: dict) -> AsyncIterator[dict]:
+async def echo(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     """Answers `echo: <input text>`: the smallest complete run."""
     text = (context.get("input") or {}).get("text") or ""
     message = {"role": "assistant", "content": f"echo: {text}"}
@@ -17,12 +23,12 @@ async def echo(context: dict) -> AsyncIterator[dict]:
     yield _result(context, 2, "run.completed", {"finish_reason": "stop"})
 
 
-async def llm_agent(context: dict) -> AsyncIterator[dict]:
+async def llm_agent(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     """The agent type's persona answering through its models (see `llm_agent`)."""
     # Imported on the first LLM run: the provider SDKs take a second to load.
     from runners.execution import llm_agent as agent
 
-    async for item in agent.run(context):
+    async for item in agent.run(context, handle):
         yield item
 
 

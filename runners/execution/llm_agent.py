@@ -40,6 +40,7 @@ from runners.providers.errors import ProviderError
 from runners.providers.fallback import stream_with_fallback
 from runners.providers.lookup import load_models
 from runners.providers.messages import parse
+from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError
 
 logger = logging.getLogger(__name__)
@@ -174,14 +175,14 @@ def _tool_content(answer: dict) -> str:
                                                                   default=str)
 
 
-async def run(context: dict) -> AsyncIterator[dict]:
+async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     result = _Results(context)
     config = context.get("config") or {}
     runtime = context.get("runtime") or {}
     ids = runtime.get("metadata") or {}
     call = CallInfo(run_id=context["run_id"], agent_id=ids.get("agent_id") or "",
                     project_id=ids.get("project_id") or "", caller=LLM_AGENT_RUNNER_ID,
-                    deadline=runtime.get("deadline_at"))
+                    deadline=runtime.get("deadline_at"), journal=handle.journal_model_call)
     conversation_id = (context.get("conversation") or {}).get("conversation_id")
     history = await _history(conversation_id, (context.get("input") or {}).get("text") or "")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cached_tokens": 0}

@@ -11,16 +11,13 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import pydantic
 from channels.layers import get_channel_layer
 from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 
-from ledger.models import EventSource, RunStatus
+from ledger.models import RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.catalogue.agent_routing import TRANSFER_TOOL
@@ -35,21 +32,14 @@ from runners.execution import (
     steering,
 )
 from runners.execution.journal import Journal
-from runners.execution.process import host_process
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
-from runners.execution.results import (
-    IDLE,
-    Results,
-    Stop,
-    next_result,
-    request_stop,
-)
+from runners.execution.results import IDLE, Results, Stop, next_result
+from runners.execution.run import LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
 from runners.models import RunnerDescriptor
-from runners.plugins.runtime.link import RuntimeLinkError
-
-if TYPE_CHECKING:
-    from runners.plugins.gateway import Gateway
+from runners.runtime.host_process import host_process
+from runners.runtime.link import RuntimeLinkError
+from runners.runtime.loop_bound import Gateway
 
 logger = logging.getLogger(__name__)
 
@@ -83,62 +73,6 @@ class OutputLimit(Exception):
     """The run's results outgrew what one run may store; the run fails with this reason."""
 
 
-@dataclass
-class RunMessage:
-    """One message delivered to the caller, with its ledger sequence."""
-
-    run_id: str
-    sequence: int
-    type: str
-    data: dict
-    usage: dict | None = None
-
-    def as_dict(self) -> dict:
-        return {"run_id": self.run_id, "sequence": self.sequence, "type": self.type,
-                "data": self.data, "usage": self.usage}
-
-
-@dataclass
-class RunState:
-    """What the loop tracks for one run while it streams."""
-
-    run_id: str
-    event: AgentEventEnvelope
-    binding: AgentBinding
-    descriptor: RunnerDescriptor
-    scopes: dict
-    deadline: float | None
-    agent_name: str
-    seen_runner_sequences: set = field(default_factory=set)
-    last_runner_sequence: int = 0
-    ledger_sequence: int = 0
-    status: str | None = None
-    reason: str = ""
-    usage: dict | None = None
-    terminal_written: bool = False
-    finished: bool = False
-    transcript_written: bool = False
-    # The text of the run's deltas so far: the reply of a runner that sends no message.
-    delta_text: str = ""
-    replied: bool = False
-    # What the run's results take in the ledger so far (their JSON), against the cap.
-    stored_bytes: int = 0
-    # Only a run granted models can have model calls to sum into its usage at the end.
-    calls_models: bool = True
-    journal: Journal | None = None
-    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
-    # (status, reason) once the run must stop (cancelled, deadline); the wait for the runner's
-    # next result, while one is under way, is cut short through `waiting`.
-    stop: tuple[str, str] | None = None
-    waiting: asyncio.Timeout | None = None
-    # Replies the runner sent through the host (`event_reply`), for the caller's stream.
-    host_replies: list = field(default_factory=list)
-
-    @property
-    def steers(self) -> bool:
-        return bool((self.descriptor.capabilities or {}).get("steering"))
-
-
 def new_run_id() -> str:
     return str(uuid.uuid4())
 
@@ -146,7 +80,7 @@ def new_run_id() -> str:
 class Orchestrator:
     """Runs agents. `gateway` reaches plugin runners (the runtime link, wherever it lives)."""
 
-    def __init__(self, gateway: "Gateway"):
+    def __init__(self, gateway: Gateway):
         self.gateway = gateway
         self.channel_layer = get_channel_layer()
         # The outcome of each run this orchestrator ended, as the ledger recorded it.
@@ -162,8 +96,7 @@ class Orchestrator:
         run_id = run_id or new_run_id()
         descriptor = await self._descriptor(binding.runner_id)
         process = host_process()
-        claimed_by = await steering.try_steer(event, binding, descriptor,
-                                              process.active_runs.copy().values())
+        claimed_by = await steering.try_steer(event, binding, descriptor)
         if claimed_by:
             # The message joined an active run: no run of its own, the caller learns which.
             yield RunMessage(claimed_by, 0, "steering.queued",
@@ -188,12 +121,13 @@ class Orchestrator:
                          calls_models=bool(models.models),
                          journal=Journal(run_id, lambda frames: self._publish(run_id, frames),
                                          wait_durable))
-        process.run_started(run_id, state)
+        handle = LocalRunHandle(state)
+        process.run_started(handle)
         try:
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=snapshot, deadline_at=deadline,
                                             grants=models, tools=tools)
-            async for message in self._stream(state, payload):
+            async for message in self._stream(state, payload, handle):
                 yield message
         except (GeneratorExit, asyncio.CancelledError):
             await self._finish(state, RunStatus.CANCELLED, "consumer_cancelled")
@@ -220,13 +154,7 @@ class Orchestrator:
     @staticmethod
     async def cancel(run_id: str, reason: str = "cancelled by request"):
         """Flag the run and, when it runs in this process, stop it now."""
-        run = await ledger.request_cancel(run_id, reason)
-        state = host_process().active_runs.get(run_id)
-        if state is not None and run is not None:
-            # The run may stream on another thread's loop; its loop stops it.
-            state.loop.call_soon_threadsafe(request_stop, state, RunStatus.CANCELLED,
-                                            run.status_reason or "cancel_requested")
-        return run
+        return await host_process().cancel(run_id, reason)
 
     # --- steps -----------------------------------------------------------------------------
 
@@ -238,14 +166,16 @@ class Orchestrator:
         except (RuntimeLinkError, RuntimeError, TimeoutError) as exc:  # rediscovery failed
             raise RunRefused(f"Runner '{runner_id}' cannot be looked up now: {exc}") from exc
 
-    def _invoke(self, state: RunState, payload: dict) -> AsyncIterator[dict]:
+    def _invoke(self, state: RunState, payload: dict,
+                handle: LocalRunHandle) -> AsyncIterator[dict]:
         descriptor = state.descriptor
         if descriptor.source == RunnerDescriptor.Source.BUILTIN:
-            return builtins.BUILTIN_RUNNERS[descriptor.id]["run"](payload)
+            return builtins.BUILTIN_RUNNERS[descriptor.id]["run"](payload, handle)
         item_timeout = (state.deadline - time.time() + 1.0) if state.deadline else NO_DEADLINE_ITEM_TIMEOUT
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 
-    async def _stream(self, state: RunState, payload: dict) -> AsyncIterator[RunMessage]:
+    async def _stream(self, state: RunState, payload: dict,
+                      handle: LocalRunHandle) -> AsyncIterator[RunMessage]:
         """The run's messages for its caller, each once the ledger has committed it.
 
         A caller that waits for commits gets a whole message up to REPLY_PATIENCE later when
@@ -253,7 +183,7 @@ class Orchestrator:
         it, one transaction instead of one each. Streamed text (deltas) never waits: its time
         to first token is the runner's. What the runner said before it failed still reaches
         the caller."""
-        results = Results(deltas.coalesced(self._invoke(state, payload)))
+        results = Results(deltas.coalesced(self._invoke(state, payload, handle)))
         held: list[RunMessage] = []
         due = 0.0  # when the first held message must reach the caller
         over, stop, failure = False, None, None
@@ -306,7 +236,7 @@ class Orchestrator:
 
     async def _handle(self, state: RunState, raw) -> RunMessage | None:
         if not isinstance(raw, dict):
-            self._host_event(state, "result.dropped", {"reason": "result is not an object"})
+            state.host_event("result.dropped", {"reason": "result is not an object"})
             return None
         sequence = sequences.runner_sequence(state, raw.get("sequence"),
                                             raw.get(deltas.MERGED_FROM))
@@ -316,19 +246,19 @@ class Orchestrator:
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else None
         if not isinstance(type_, str) or not type_:
-            self._append(state, "unknown", data, usage, sequence)
+            state.append("unknown", data, usage, sequence)
             raise ProtocolError("runner.protocol: a result arrived without a type")
         model = PAYLOAD_MODELS.get(type_)
         if model is None:
             logger.warning("run %s: unknown result type %r stored and ignored", state.run_id, type_)
-            self._append(state, type_, data, usage, sequence)
+            state.append(type_, data, usage, sequence)
             return None
         try:
             data = model.model_validate(data).model_dump(
                 mode="json", exclude_none=type_ in ("run.completed", "message.completed"),
                 exclude_defaults=type_ == "message.delta")
         except pydantic.ValidationError as exc:
-            self._host_event(state, "result.dropped", {
+            state.host_event("result.dropped", {
                 "reason": f"invalid {type_} payload", "runner_sequence": sequence,
                 "errors": json.loads(exc.json(include_url=False, include_input=False)),
             })
@@ -355,7 +285,7 @@ class Orchestrator:
             # answers: the assembled text is its reply.
             reply = {"role": "assistant", "content": state.delta_text}
         state.replied = state.replied or bool(reply)
-        transcript = self._assistant_transcript(state, reply)
+        transcript = state.assistant_transcript(reply)
         if type_ == "run.completed":
             state.status, state.reason = RunStatus.COMPLETED, data.get("finish_reason", "stop")
         elif type_ == "run.failed":
@@ -364,7 +294,7 @@ class Orchestrator:
             state.reason = f"{code}: {data.get('error')}"
         terminal = type_ in ("run.completed", "run.failed") and not state.terminal_written
         state.terminal_written = state.terminal_written or terminal
-        message = self._append(state, type_, data, usage, sequence, state_write=state_write,
+        message = state.append(type_, data, usage, sequence, state_write=state_write,
                                transcript=transcript, finish=terminal)
         if type_ == "run.completed" and reply:
             return RunMessage(state.run_id, message.sequence, "message.completed",
@@ -393,44 +323,12 @@ class Orchestrator:
             if size > ledger.STATE_VALUE_MAX_BYTES:
                 problem = f"state value is {size} bytes, over the 256 KiB limit"
         if problem:
-            self._host_event(state, "state.rejected", {"scope": scope, "key": key,
+            state.host_event("state.rejected", {"scope": scope, "key": key,
                                                              "reason": problem})
             return None
         info = state.scopes[scope]
         return ledger.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
                                  value=value, identity=info["identity"])
-
-    @staticmethod
-    def _assistant_transcript(state: RunState, message: dict | None) -> dict | None:
-        """The run's first reply, for the conversation's transcript (once per run)."""
-        if not message or state.transcript_written or not state.event.conversation_id:
-            return None
-        state.transcript_written = True
-        return journal.assistant_transcript_row(state.event, state.run_id, state.descriptor.id,
-                                                state.agent_name or state.descriptor.id, message)
-
-    @staticmethod
-    def _append(state: RunState, type_: str, data: dict, usage, runner_sequence,
-                *, source=EventSource.RUNNER, state_write=None, transcript=None,
-                finish: bool = False) -> RunMessage:
-        """Queue one event (and, for a terminal result, the run's end) for the journal."""
-        state.ledger_sequence += 1
-        metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
-        message = RunMessage(state.run_id, state.ledger_sequence, type_, data, usage)
-        arrived = datetime.now(UTC)
-        state.journal.add(
-            ledger.ResultWrite(
-                sequence=state.ledger_sequence, type=type_, data=data, usage=usage,
-                source=source, metadata=metadata, state=state_write, transcript=transcript,
-                finish=(state.status, state.reason, state.usage, state.steers,
-                        state.calls_models) if finish else None, created_at=arrived),
-            {**message.as_dict(), "source": source, "created_at": arrived.isoformat()})
-        return message
-
-    def _host_event(self, state: RunState, type_: str, data: dict) -> None:
-        # The run's timeline records it; the log only mirrors it (a runner may do this often).
-        logger.info("run %s: %s %s", state.run_id, type_, data.get("reason", ""))
-        self._append(state, type_, data, None, None, source=EventSource.HOST)
 
     async def _publish(self, run_id: str, events: list[dict]) -> None:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.events",

@@ -2,24 +2,18 @@
 
 `next_result` waits for the runner's next result within the run's deadline, and gives up at
 once when the run is stopped (`request_stop`: a cancel here, or one flagged in the ledger by
-another process, which `watch_ledger_cancels` polls for). A wait may also be given a patience:
+another process, which the process's cancel watch polls for). A wait may also be given a patience:
 `Results` keeps a read that outlasts it under way (cancelling `anext()` of the stream would
 close it, and cancel the runner) and the next read picks it up.
 """
 
 import asyncio
-import contextlib
-import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from ledger.models import RunStatus
-from ledger.selectors import runs as readers
 from runners.execution.deltas import END, next_or_end
 
-logger = logging.getLogger(__name__)
-
-CANCEL_POLL_SECONDS = 1.0
 # What `next_result` returns when no result came within its patience.
 IDLE = object()
 
@@ -89,24 +83,3 @@ def request_stop(state, status: str, reason: str) -> None:
         state.stop = (status, reason)
     if state.waiting is not None and not state.waiting.expired():
         state.waiting.reschedule(state.loop.time())
-
-
-async def watch_ledger_cancels(active_runs: Callable[[], dict]) -> None:
-    """A cancel flagged in the ledger by another process (the admin, another server) stops
-    the run within CANCEL_POLL_SECONDS: one query a tick for all of `active_runs()` (run id →
-    its state), each stopped on its own loop."""
-    while True:
-        await asyncio.sleep(CANCEL_POLL_SECONDS)
-        states = active_runs()
-        if not states:
-            continue
-        try:
-            flagged = await readers.cancel_requests(list(states))
-        except Exception:  # the database away: the next tick asks again
-            logger.exception("looking for cancelled runs failed")
-            continue
-        for run_id, reason in flagged.items():
-            state = states[run_id]
-            with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
-                state.loop.call_soon_threadsafe(request_stop, state, RunStatus.CANCELLED,
-                                                reason or "cancel_requested")

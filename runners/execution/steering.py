@@ -3,34 +3,21 @@
 The message becomes a steering item the run pulls (`steering.pull`) instead of a run of its
 own. Only a message the active run could have been sent itself joins it: the same
 conversation and thread, of the same actor, through the same binding, to the same runner.
+The active run is found in the ledger, so a message joins it whichever process executes it
+and whichever process received the message.
 """
 
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.execution.journal import MESSAGE_EVENT_TYPE, event_log_row, user_transcript_row
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
 
-if TYPE_CHECKING:
-    from runners.execution.orchestrator import RunState
-
-
-def joins(active: "RunState", event: AgentEventEnvelope, binding: AgentBinding,
-          descriptor: RunnerDescriptor) -> bool:
-    """Whether `event` belongs to the run `active`: same conversation of the same owner."""
-    return (active.descriptor.id == descriptor.id
-            and active.binding.binding_id == binding.binding_id
-            and active.event.conversation_id == event.conversation_id
-            and active.event.thread_id == event.thread_id
-            and active.event.actor.actor_type == event.actor.actor_type
-            and active.event.actor.actor_id == event.actor.actor_id)
-
 
 async def try_steer(event: AgentEventEnvelope, binding: AgentBinding,
-                    descriptor: RunnerDescriptor, active_runs: Iterable["RunState"]) -> str | None:
+                    descriptor: RunnerDescriptor) -> str | None:
     """Queue `event` for the oldest active run it joins.
 
     Returns the id of the run that took it, or None when a run of its own should start.
@@ -38,18 +25,19 @@ async def try_steer(event: AgentEventEnvelope, binding: AgentBinding,
     if not (event.event_type == MESSAGE_EVENT_TYPE and event.conversation_id
             and (descriptor.capabilities or {}).get("steering")):
         return None
-    for active in active_runs:
-        if not joins(active, event, binding, descriptor):
-            continue
+    active_runs = await readers.active_runs_of_conversation(
+        runner_id=descriptor.id, binding_id=binding.binding_id,
+        conversation_id=event.conversation_id, thread_id=event.thread_id or "",
+        actor_type=event.actor.actor_type, actor_id=event.actor.actor_id or "")
+    for run_id in active_runs:
         queued = await ledger.enqueue_steering(
-            active.run_id, event.event_id, _item(active.run_id, event, descriptor),
-            event_log=event_log_row(event, active.run_id, descriptor.id,
-                                    steering={"status": "queued",
-                                              "claimed_by_run_id": active.run_id}),
+            run_id, event.event_id, _item(run_id, event, descriptor),
+            event_log=event_log_row(event, run_id, descriptor.id,
+                                    steering={"status": "queued", "claimed_by_run_id": run_id}),
             user_transcript=user_transcript_row(event),
         )
         if queued:
-            return active.run_id
+            return run_id
     return None
 
 

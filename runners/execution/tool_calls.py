@@ -1,10 +1,12 @@
 """Calling a granted tool: an MCP server's through `runners.tools.mcp`, a plugin's through
-the process gateway. Shared by LangBot's `call_tool` action and the built-in LLM agent."""
+the process's gateway. Shared by LangBot's `call_tool` action and the built-in LLM agent."""
 
 import json
 import time
 
 from runners.models import McpServer, ToolDescriptor
+from runners.runtime.errors import RuntimeLinkError
+from runners.runtime.host_process import host_process
 from runners.tools.errors import ToolError
 
 TOOL_CALL_TIMEOUT = 60.0
@@ -39,14 +41,14 @@ async def call(tool: dict, arguments: dict, timeout: float = TOOL_CALL_TIMEOUT) 
             raise ToolError(f"MCP server {source_id!r} is gone or disabled")
         return await mcp.call_tool(server, name, arguments, timeout)
     if tool.get("source") == "plugin":
-        from runners.plugins.gateway import get_gateway
-        from runners.plugins.runtime.errors import RuntimeLinkError
-
         row = await ToolDescriptor.objects.filter(pk=source_id, available=True).afirst()
         if row is None:
             raise ToolError(f"plugin tool {source_id!r} is no longer available")
+        gateway = host_process().gateway_binding
+        if gateway is None:
+            raise ToolError("this process reaches no plugin runtime")
         try:
-            result = await get_gateway().call_tool(row.plugin_author, row.plugin_name,
+            result = await gateway.call_tool(row.plugin_author, row.plugin_name,
                                                    row.name, arguments, timeout)
         except RuntimeLinkError as exc:
             raise ToolError(f"{row.pk}: {exc}") from None

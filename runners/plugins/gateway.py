@@ -3,7 +3,7 @@
 In the embedded default this process owns the runtime link (`LocalGateway`); with
 `LANGHOST_RUNTIME_WORKER` another process does and this one asks it (`ChannelGateway`). Either
 is a `Gateway`. `get_gateway()` is the process's one gateway, on the process's own loop and
-callable from any (`runners.execution.process`).
+callable from any (`runners.runtime.host_process`).
 """
 
 import asyncio
@@ -12,24 +12,24 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import Collection
 from contextlib import aclosing
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 
-from runners.execution import liveness, registry, tool_registry
-from runners.execution.process import host_process
+from runners.execution import registry, tool_registry
+from runners.hostapi.host import DjangoHost, installation_for_sync
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins import folders
-from runners.plugins.host import DjangoHost, installation_for_sync
-from runners.plugins.loop_bound import submit
 from runners.plugins.requirements import install_requirements
-from runners.plugins.runtime.link import RuntimeLink
-from runners.plugins.worker import ChannelGateway
+from runners.runtime import liveness
+from runners.runtime.host_process import host_process
+from runners.runtime.link import RuntimeLink
+from runners.runtime.loop_bound import Gateway, submit
+from runners.runtime.worker import ChannelGateway
 
 logger = logging.getLogger(__name__)
 
@@ -41,30 +41,6 @@ PLUGINS_WATCH_SECONDS = 2.0
 # The runtime's last log lines on its status page: why it keeps failing to start, say.
 RUNTIME_LOG_LINES = 40
 TOOL_CALL_TIMEOUT_SECONDS = 180.0  # what the runtime itself allows a plugin's tool
-
-
-@runtime_checkable
-class Gateway(Protocol):
-    """What the orchestrator, the admin and the commands need of the plugin runtime."""
-
-    async def start(self) -> None:
-        """Bring up what this gateway owns (a runtime link, if any); discovery follows."""
-
-    async def stop(self) -> None: ...
-
-    async def discover(self, timeout: float = DISCOVERY_TIMEOUT_SECONDS) -> list[RunnerDescriptor]:
-        """Ask the runtime for its runners, store them, and return the available ones."""
-
-    def run_runner(self, descriptor: RunnerDescriptor, context: dict,
-                   item_timeout: float) -> AsyncIterator[dict]:
-        """The runner's results; closing the stream cancels the runner."""
-
-    async def status(self) -> dict:
-        """The runtime link's mode, state, uptime and last error."""
-
-    async def restart_plugin(self, author: str, name: str) -> None:
-        """Have the runtime relaunch the plugin, which reads its settings again; returns once
-        asked. A runtime that is not running reads them when it starts."""
 
 
 def instance_id() -> str:

@@ -11,9 +11,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anthropic
 import openai
@@ -61,14 +61,17 @@ def shared_client(kind, *, base_url: str, api_key: str, headers: dict, timeout: 
 
 @dataclass(frozen=True)
 class CallInfo:
-    """Who a call is for, as recorded on its ModelCall, and until when it may run
-    (`deadline`: the run's, epoch seconds)."""
+    """Who a call is for, as recorded on its ModelCall, until when it may run (`deadline`: the
+    run's, epoch seconds), and where its ModelCall row goes: `journal` (the run handle's
+    `journal_model_call`) takes it with the run's results, or answers False and the call
+    writes it itself."""
 
     run_id: str = ""
     agent_id: str = ""
     project_id: str = ""
     caller: str = ""
     deadline: float | None = None
+    journal: Callable[[dict], bool] | None = field(default=None, compare=False)
 
 
 def _detail(exc: Exception) -> str:
@@ -106,6 +109,7 @@ class _Attempt:
     def __init__(self, model: LLMModel, call: CallInfo, operation: str, attempt: int):
         provider = model.provider
         self.model = model
+        self.journal = call.journal
         self.row = {
             "run_id": call.run_id, "agent_id": call.agent_id, "project_id": call.project_id,
             "caller": call.caller, "model_id": str(model.pk), "model_name": model.name,
@@ -145,10 +149,8 @@ class _Attempt:
                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                "cached_tokens": usage.cached_tokens, "cost": cost(self.model, usage),
                "latency_ms": self._elapsed_ms(), "first_token_ms": self.first_token_ms}
-        from runners.execution import host_events  # the run loop imports this module
-
         try:
-            if not host_events.journal_model_call(row.get("run_id") or "", row):
+            if not (self.journal and self.journal(row)):
                 await record_model_call(**row)
         except Exception:  # the caller's answer matters more than its ledger row
             logger.exception("Could not record a call to model %s", self.model.name)

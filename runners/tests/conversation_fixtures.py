@@ -7,14 +7,15 @@ import pytest
 def register_builtin(monkeypatch, db):
     """`builtin(runner_id, run)` registers an in-process runner, and its descriptor, for one test.
 
-    `run(context)` is an async generator of results; `result(context, seq, type, data)` helps.
+    `run(context)` is an async generator of results (it is not handed the run's handle);
+    `result(context, seq, type, data)` helps.
     """
     from runners.execution import builtins
     from runners.execution.registry import ensure_builtins_sync
 
     def register(runner_id, run):
         monkeypatch.setitem(builtins.BUILTIN_RUNNERS, runner_id, {
-            "run": run, "label": {"en_US": runner_id}, "description": {},
+            "run": lambda context, handle: run(context), "label": {"en_US": runner_id}, "description": {},
             "capabilities": {}, "permissions": {},
         })
         ensure_builtins_sync()  # what `migrate` does for the real built-ins

@@ -9,11 +9,11 @@ from django.utils import timezone
 
 from ledger.models import AgentRun
 from ledger.services import runs as ledger
-from runners.execution import liveness
-from runners.execution import process as process_module
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.process import HostProcess
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.runtime import host_process as process_module
+from runners.runtime import liveness
+from runners.runtime.host_process import HostProcess
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]

@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 
 from runners.execution.orchestrator import Orchestrator, RunRefused
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.hostapi.host import DjangoHost
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.plugins.host import DjangoHost
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

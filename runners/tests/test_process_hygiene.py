@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import (
     descendants,

@@ -66,9 +66,9 @@ def test_a_discovery_that_fails_midway_stores_nothing():
 
 def test_plugin_statuses_of_one_discovery_are_stored_together_or_not_at_all(tmp_path,
                                                                              monkeypatch):
+    from runners.hostapi.host import installation_for_sync
     from runners.models import PluginInstallation
     from runners.plugins.gateway import LocalGateway
-    from runners.plugins.host import installation_for_sync
 
     for name in ("first", "second"):
         installation_for_sync("writes", "e2e", name)

@@ -3,8 +3,8 @@
 import pytest
 
 from ledger.models import AgentRun
-from runners.plugins import run_api
-from runners.plugins.runtime.host import HostError
+from runners.hostapi import run_api
+from runners.runtime.host import HostError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,11 +12,11 @@ import pytest_asyncio
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ledger.models import AgentRun
-from runners.execution import liveness
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
-from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
-from runners.plugins.worker import ChannelGateway, RuntimeWorkerConsumer, serve
+from runners.runtime import liveness
+from runners.runtime.errors import RuntimeLinkError, ToolNotFound
+from runners.runtime.worker import ChannelGateway, RuntimeWorkerConsumer, serve
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]

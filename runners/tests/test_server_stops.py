@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import (
     fresh_data_dir,

@@ -36,9 +36,9 @@ from mcp import types as mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from runners.execution.process import host_process
 from runners.models import McpServer
-from runners.plugins.loop_bound import submit
+from runners.runtime.host_process import host_process
+from runners.runtime.loop_bound import submit
 from runners.tools import mcp_servers
 from runners.tools.errors import ToolError
 

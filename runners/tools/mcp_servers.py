@@ -1,14 +1,11 @@
 """MCP servers as stored: their write-only env and headers, and their tools cache.
 
 Env values and header values are secrets (tokens, API keys): kept encrypted like providers'
-API keys, answered only by name. Nothing here loads the `mcp` SDK until tools are listed.
+API keys, answered only by name. Nothing here loads the `mcp` SDK.
 """
 
 import json
 import re
-
-from asgiref.sync import async_to_sync
-from django.utils import timezone
 
 from runners.models import McpServer
 from runners.providers.secrets import UnreadableKey, decrypt, encrypt, rotated
@@ -88,26 +85,3 @@ def env_names(server: McpServer) -> list[str]:
 
 def header_names(server: McpServer) -> list[str]:
     return _names(headers, server)
-
-
-async def refresh_tools(server: McpServer) -> dict:
-    """List the server's tools now and keep them (or the error) on it.
-
-    Returns `{"ok": True, "tools": [...]}` or `{"ok": False, "error": "..."}`.
-    """
-    from runners.tools import mcp  # the SDK loads on first use, not at start
-
-    try:
-        tools = await mcp.list_tools(server, refresh=True)
-    except ToolError as exc:
-        server.last_error = str(exc)
-        await server.asave(update_fields=["last_error"])
-        return {"ok": False, "error": server.last_error}
-    server.tools, server.tools_refreshed_at, server.last_error = tools, timezone.now(), ""
-    await server.asave(update_fields=["tools", "tools_refreshed_at", "last_error"])
-    return {"ok": True, "tools": tools}
-
-
-def refresh_tools_sync(server: McpServer) -> dict:
-    """`refresh_tools` from sync code (a view, the admin)."""
-    return async_to_sync(refresh_tools)(server)

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from langhost.local_servers import LocalServers
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants, langhost_env
 from tests.timing import scaled

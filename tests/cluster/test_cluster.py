@@ -17,8 +17,8 @@ import pytest
 import websockets
 from channels_redis.core import RedisChannelLayer
 
-from runners.plugins.runtime.process import free_port
-from runners.plugins.worker import ChannelGateway
+from runners.runtime.process import free_port
+from runners.runtime.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
 from tests.cluster.conftest import DEPLOY, LEASE_SECONDS, alive, command_line
 from tests.timing import scaled

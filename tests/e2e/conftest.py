@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import fresh_data_dir, start_serve, wait_until_serving
 from tests.timing import scaled

@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners.plugins.runtime.process import free_port
+from runners.runtime.process import free_port
 from runners.tests.langhost_process import langhost_env, popen_manage
 from tests.e2e.test_worker_mode import REDIS_SERVER, redis_url, shared  # noqa: F401 (fixtures)
 from tests.timing import scaled

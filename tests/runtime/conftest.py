@@ -13,7 +13,7 @@ import pytest_asyncio
 from memory_host import MemoryHost
 from runtime_helpers import make_runtime_dir, wait_for_runner
 
-from runners.plugins.runtime import RuntimeLink
+from runners.runtime import RuntimeLink
 from tests.timing import scaled
 
 

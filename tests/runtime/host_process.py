@@ -9,7 +9,7 @@ import sys
 from memory_host import MemoryHost
 from runtime_helpers import group_pids, wait_for_runner
 
-from runners.plugins.runtime import RuntimeLink
+from runners.runtime import RuntimeLink
 from tests.timing import scaled
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runners.plugins.runtime import HostActions, HostError, plugin_installation_uuid
+from runners.runtime import HostActions, HostError, plugin_installation_uuid
 
 STATE_SCOPES = frozenset({"conversation", "actor", "subject", "runner"})
 

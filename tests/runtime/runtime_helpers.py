@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runners.plugins.runtime import RuntimeLink
-from runners.plugins.runtime.process import DEAD_PYPI_INDEX, free_port
+from runners.runtime import RuntimeLink
+from runners.runtime.process import DEAD_PYPI_INDEX, free_port
 from tests.timing import scaled
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parent.parent / "fixtures" / "plugins"

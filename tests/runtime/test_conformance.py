@@ -14,8 +14,8 @@ from langbot_plugin.entities.io.actions.enums import (
 from langbot_plugin.entities.io.context import InstallationBinding, RuntimeConfig
 from memory_host import MemoryHost
 
-from runners.plugins.runtime import Identity, plugin_installation_uuid
-from runners.plugins.runtime.actions import HostHandler
+from runners.runtime import Identity, plugin_installation_uuid
+from runners.runtime.actions import HostHandler
 
 
 def test_sdk_is_the_pinned_version():

@@ -24,7 +24,7 @@ from runtime_helpers import (
     wait_until,
 )
 
-from runners.plugins.runtime import LinkLost, LinkNotReady, RuntimeLink
+from runners.runtime import LinkLost, LinkNotReady, RuntimeLink
 from tests.timing import scaled
 
 HOST_SCRIPT = Path(__file__).with_name("host_process.py")

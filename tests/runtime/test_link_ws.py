@@ -15,7 +15,7 @@ from runtime_helpers import (
     wait_until,
 )
 
-from runners.plugins.runtime import RuntimeLink
+from runners.runtime import RuntimeLink
 from tests.timing import scaled
 
 

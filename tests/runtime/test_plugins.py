@@ -6,7 +6,7 @@ import pytest
 from memory_host import MemoryHost
 from runtime_helpers import QA, collect, run_context, wait_for_runner
 
-from runners.plugins.runtime import RuntimeLink
+from runners.runtime import RuntimeLink
 from tests.timing import scaled
 
 

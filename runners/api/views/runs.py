@@ -31,7 +31,7 @@ from runners.conversations import services as door
 from runners.execution.orchestrator import Orchestrator
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
-from runners.plugins.runtime.errors import RuntimeLinkError
+from runners.runtime.errors import RuntimeLinkError
 
 
 class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):

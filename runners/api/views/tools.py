@@ -7,7 +7,7 @@ from accounts.permissions import IsSuperuser
 from langhost.api import UUID
 from runners.api.serializers import tools as serializers
 from runners.models import McpServer
-from runners.tools.mcp_servers import refresh_tools_sync
+from runners.tools.refresh import refresh_tools_sync
 
 
 class McpServerViewSet(viewsets.ModelViewSet):

@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
-from runners.plugins.runtime import RuntimeLinkError
-from runners.plugins.worker import RuntimeUnavailable
+from runners.runtime import RuntimeLinkError
+from runners.runtime.worker import RuntimeUnavailable
 
 SPINNER = "|/-\\"
 

@@ -12,11 +12,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from langhost.startup_lock import apply_migrations
-from runners.execution.process import host_process
-from runners.plugins import health_server, worker
 from runners.plugins.gateway import LocalGateway
-from runners.plugins.runtime import RuntimeLinkError
-from runners.plugins.worker import RUNTIME_CHANNEL
+from runners.runtime import RuntimeLinkError, health_server, worker
+from runners.runtime.host_process import host_process
+from runners.runtime.worker import RUNTIME_CHANNEL
 
 logger = logging.getLogger("runners.runtime_command")
 

@@ -62,7 +62,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from twisted.internet import reactor
 
     from langhost.asgi import application
-    from runners.execution.process import host_process
+    from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
     loop = reactor._asyncioEventloop
@@ -115,8 +115,8 @@ def _start_runtime(database_ready: asyncio.Event) -> None:
     """The server's loop becomes the process's loop, so requests reach the gateway without
     crossing threads, and the runtime starts now: its plugins are handed over at once and
     recorded once the database is ready. (A runtime worker elsewhere is asked once it is.)"""
-    from runners.execution.process import host_process
     from runners.plugins.gateway import LocalGateway, start_in_background
+    from runners.runtime.host_process import host_process
 
     process = host_process()
     process.adopt_running_loop()

@@ -15,9 +15,9 @@ from asgiref.sync import async_to_sync
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
 from runners.execution.protocol import AgentBinding
 from runners.execution.tool_grants import tool_grants
+from runners.hostapi import tool_api
 from runners.models import LLM_AGENT_RUNNER_ID, McpServer, RunnerDescriptor
-from runners.plugins import tool_api
-from runners.plugins.runtime.host import HostError
+from runners.runtime.host import HostError
 from runners.tests.conversation_fixtures import conversations_url, read_body
 from runners.tests.tools.conftest import SERVER, close_process_sessions  # noqa: F401
 from tests.fake_providers import Reply

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ledger.models import AgentRun, ModelCall
-from runners.plugins import model_api
-from runners.plugins.host import DjangoHost
-from runners.plugins.runtime.host import HostError
+from runners.hostapi import model_api
+from runners.hostapi.host import DjangoHost
+from runners.runtime.host import HostError
 from tests.fake_providers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.plugins.loop_bound import submit
-from runners.plugins.runtime.process import free_port
+from runners.runtime.loop_bound import submit
+from runners.runtime.process import free_port
 from runners.tools import mcp
 from runners.tools.mcp import ServerSpec
 from tests.timing import scaled

@@ -1,7 +1,8 @@
 """This process's part in running runs: one object per process, `host_process()`.
 
-It owns the owner id that the lease of every run this process executes carries, the table of
-those runs, their heartbeat and cancel watch, and the gateway to the plugin runtime.
+It owns the owner id that the lease of every run this process executes carries, the handles
+of those runs (and of the runs whose host actions it forwards to another process), their
+heartbeat and cancel watch, and the gateway to the plugin runtime.
 Everything long-lived lives on one loop: the process's own, a daemon thread started on first
 use. So sync callers (admin pages, views through `async_to_sync`, each on a throwaway loop)
 and the server's loop all reach the same gateway, and a runtime spawned by it lives as long as
@@ -13,31 +14,37 @@ threads. A command or test that keeps a long-lived loop of its own may bind its 
 
 import asyncio
 import concurrent.futures
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
 from ledger import owners
-from ledger.models import RunStatus
+from ledger.models import AgentRun, RunStatus
+from ledger.selectors import runs as readers
 from ledger.services import runs
-from runners.execution.liveness import Heartbeat
-from runners.execution.results import watch_ledger_cancels
-from runners.plugins.loop_bound import LoopBoundGateway, submit
+from runners.runtime.liveness import Heartbeat
+from runners.runtime.loop_bound import Gateway, LoopBoundGateway, submit
+from runners.runtime.run_handle import RunHandle
 
-if TYPE_CHECKING:
-    from runners.plugins.gateway import Gateway
+logger = logging.getLogger(__name__)
+
+CANCEL_POLL_SECONDS = 1.0
 
 
 class HostProcess:
-    """This process: its owner id, its active runs and their heartbeat, its gateway."""
+    """This process: its owner id, its runs' handles and their heartbeat, its gateway."""
 
     def __init__(self):
         self.owner_id = owners.new_owner_id()
-        # run id → the orchestrator's state of each run executing in this process
-        self.active_runs: dict[str, Any] = {}
+        # run id → the handle of each run executing in this process
+        self.active_runs: dict[str, RunHandle] = {}
+        # run id → the handle of a run executing elsewhere whose host actions this process
+        # answers (a runtime worker's) and forwards to it
+        self.forwarded_runs: dict[str, RunHandle] = {}
         # A copy: runs on other threads' loops come and go while the heartbeat reads.
         self.heartbeat = Heartbeat(self.owner_id, lambda: list(self.active_runs.copy()))
         self.gateway_binding: LoopBoundGateway | None = None
@@ -64,7 +71,7 @@ class HostProcess:
                 raise RuntimeError("the process loop is already running elsewhere")
             self._loop = asyncio.get_running_loop()
 
-    def gateway(self, make: Callable[[], "Gateway"]) -> LoopBoundGateway:
+    def gateway(self, make: Callable[[], Gateway]) -> LoopBoundGateway:
         """The process's gateway; the first call makes it (`make()`), bound to the process's
         loop."""
         if self.gateway_binding is None:
@@ -74,32 +81,61 @@ class HostProcess:
                     self.gateway_binding = LoopBoundGateway(make(), loop)
         return self.gateway_binding
 
-    def use_gateway(self, gateway: "Gateway") -> LoopBoundGateway:
+    def use_gateway(self, gateway: Gateway) -> LoopBoundGateway:
         """Make `gateway`, bound to the running loop, this process's gateway."""
         self.gateway_binding = LoopBoundGateway(gateway, asyncio.get_running_loop())
         return self.gateway_binding
 
-    def run_started(self, run_id: str, state: Any) -> None:
+    def handle(self, run_id: str) -> RunHandle | None:
+        """The handle of run `run_id` if it executes here, or its host actions are answered
+        here for the process that executes it."""
+        return self.active_runs.get(run_id) or self.forwarded_runs.get(run_id)
+
+    def run_started(self, handle: RunHandle) -> None:
         """A run executes here from now on: its lease is renewed, and a cancel flagged in the
         ledger stops it, until `run_ended`."""
-        self.active_runs[run_id] = state
+        self.active_runs[handle.run_id] = handle
         if not self._watches:
             loop = self.loop
             with self._lock:
                 if not self._watches:
                     self._watches = (submit(self.heartbeat.beat_forever(), loop),
-                                     submit(watch_ledger_cancels(self.active_runs.copy), loop))
+                                     submit(self._watch_ledger_cancels(), loop))
 
     def run_ended(self, run_id: str) -> None:
         self.active_runs.pop(run_id, None)
 
+    async def cancel(self, run_id: str, reason: str) -> AgentRun | None:
+        """Flag the run in the ledger and, when it executes in this process, stop it now (one
+        executing elsewhere stops within CANCEL_POLL_SECONDS: its process watches the flags)."""
+        run = await runs.request_cancel(run_id, reason)
+        handle = self.active_runs.get(run_id)
+        if handle is not None and run is not None:
+            handle.stop(RunStatus.CANCELLED, run.status_reason or "cancel_requested")
+        return run
+
+    async def _watch_ledger_cancels(self) -> None:
+        """A cancel flagged in the ledger by another process (the admin, another server) stops
+        the run within CANCEL_POLL_SECONDS: one query a tick for all the runs executing here."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            handles = self.active_runs.copy()
+            if not handles:
+                continue
+            try:
+                flagged = await readers.cancel_requests(list(handles))
+            except Exception:  # the database away: the next tick asks again
+                logger.exception("looking for cancelled runs failed")
+                continue
+            for run_id, reason in flagged.items():
+                with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
+                    handles[run_id].stop(RunStatus.CANCELLED, reason or "cancel_requested")
+
     async def stop_runs(self, reason: str, grace: float) -> None:
         """Cancel every run this process executes with `reason`, give them `grace` seconds to
         be journaled, and end in the ledger whatever is still running under its owner id."""
-        from runners.execution.orchestrator import Orchestrator
-
         for run_id in list(self.active_runs):
-            await Orchestrator.cancel(run_id, reason)
+            await self.cancel(run_id, reason)
         give_up = time.monotonic() + grace
         while self.active_runs and time.monotonic() < give_up:
             await asyncio.sleep(0.02)

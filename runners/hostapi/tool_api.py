@@ -3,9 +3,9 @@
 
 A call names its run, is the run's plugin's (checked like every in-run API), and names a tool
 granted to the run for the operation (`resources.tools` of its frozen authorization), else
-`tool.not_granted`; `call_tool` needs the run active. Each call is recorded in the run's ledger
-as host events `tool.call.started` / `tool.call.completed` when the run streams in this
-process. `event_reply` (LangBot's event tool) answers into the run's conversation: a
+`tool.not_granted`; `call_tool` needs the run active. Each call is recorded through the run's
+handle as host events `tool.call.started` / `tool.call.completed`, in whichever process the
+run executes. `event_reply` (LangBot's event tool) answers into the run's conversation: a
 `message.completed` of the run, delivered to its caller.
 """
 
@@ -13,9 +13,11 @@ import time
 import uuid
 
 from ledger.models import RunStatus
-from runners.execution import host_events, tool_calls
-from runners.plugins import run_api
-from runners.plugins.runtime.host import HostError
+from runners.execution import tool_calls
+from runners.hostapi import run_api
+from runners.runtime.host import HostError
+from runners.runtime.host_process import host_process
+from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError
 
 ACTIONS = frozenset({"get_tool_detail", "call_tool"})
@@ -39,16 +41,23 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         raise HostError("run.not_active", f"run {run.run_id} is {run.status}; call_tool needs "
                                           "an active run")
     arguments = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
+    handle = host_process().handle(run.run_id)
     if tool.get("source") == "event":
-        return {"result": _event_reply(run.run_id, arguments)}
+        return {"result": await _event_reply(run.run_id, handle, arguments)}
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
-    return {"result": await _called(run.run_id, tool, arguments, deadline)}
+    return {"result": await _called(handle, tool, arguments, deadline)}
 
 
-async def _called(run_id: str, tool: dict, arguments: dict, deadline: float | None) -> dict:
+async def _record(handle: RunHandle | None, type_: str, data: dict) -> None:
+    if handle is not None:
+        await handle.record(type_, data)
+
+
+async def _called(handle: RunHandle | None, tool: dict, arguments: dict,
+                  deadline: float | None) -> dict:
     call_id, name = f"host-{uuid.uuid4().hex[:12]}", tool["tool_name"]
-    host_events.record(run_id, "tool.call.started",
-                        {"tool_call_id": call_id, "tool_name": name, "parameters": arguments})
+    await _record(handle, "tool.call.started",
+                  {"tool_call_id": call_id, "tool_name": name, "parameters": arguments})
     started = time.monotonic()
     result = error = None
     try:
@@ -58,15 +67,15 @@ async def _called(run_id: str, tool: dict, arguments: dict, deadline: float | No
         error = str(exc)
         raise HostError("tool.failed", f"{name}: {error}") from None
     finally:
-        host_events.record(run_id, "tool.call.completed", {
+        await _record(handle, "tool.call.completed", {
             "tool_call_id": call_id, "tool_name": name, "result": tool_calls.recorded(result),
             "error": error, "duration_ms": round((time.monotonic() - started) * 1000)})
 
 
-def _event_reply(run_id: str, arguments: dict) -> dict:
+async def _event_reply(run_id: str, handle: RunHandle | None, arguments: dict) -> dict:
     text = arguments.get("text")
     if not isinstance(text, str) or not text:
         raise HostError("tool.bad_arguments", "event_reply needs `text`, a non-empty string")
-    if not host_events.reply(run_id, {"role": "assistant", "content": text}):
-        raise HostError("run.not_active", f"run {run_id} does not stream in this process")
+    if handle is None or not await handle.reply({"role": "assistant", "content": text}):
+        raise HostError("run.not_active", f"run {run_id} is no longer streaming")
     return {"replied": True}

@@ -4,9 +4,9 @@ The wire protocol is the SDK's own (site-packages `langbot_plugin`). Django-back
 injected through ``HostActions``.
 """
 
-from runners.plugins.runtime.host import HostActions, HostError
-from runners.plugins.runtime.identity import Identity, plugin_installation_uuid
-from runners.plugins.runtime.link import (
+from runners.runtime.host import HostActions, HostError
+from runners.runtime.identity import Identity, plugin_installation_uuid
+from runners.runtime.link import (
     LinkLost,
     LinkNotReady,
     RuntimeLink,

@@ -32,12 +32,12 @@ from langbot_plugin.runtime.io.connection import Connection
 from langbot_plugin.runtime.io.controllers.ws.client import WebSocketClientController
 from langbot_plugin.runtime.security import PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER
 
-from runners.plugins.runtime.actions import HostHandler
-from runners.plugins.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkError, ToolNotFound
-from runners.plugins.runtime.host import HostActions
-from runners.plugins.runtime.identity import Identity
-from runners.plugins.runtime.process import free_port, spawn_runtime, stop_runtime
-from runners.plugins.runtime.stdio import StdioConnection
+from runners.runtime.actions import HostHandler
+from runners.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkError, ToolNotFound
+from runners.runtime.host import HostActions
+from runners.runtime.identity import Identity
+from runners.runtime.process import free_port, spawn_runtime, stop_runtime
+from runners.runtime.stdio import StdioConnection
 
 logger = logging.getLogger(__name__)
 runtime_logger = logging.getLogger("langbot.runtime")

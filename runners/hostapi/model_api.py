@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 from ledger.models import RunStatus
 from runners.execution.context import HOST_NAME
 from runners.execution.grants import as_model_id
+from runners.hostapi import run_api
 from runners.models import LLMModel
-from runners.plugins import run_api
-from runners.plugins.runtime.host import HostError
 from runners.providers.errors import ProviderError
+from runners.runtime.host import HostError
+from runners.runtime.host_process import host_process
 
 if TYPE_CHECKING:
     from runners.providers.calls import CallInfo
@@ -74,9 +75,11 @@ async def _call_info(action: str, data: dict, context: dict | None,
         raise HostError("model.not_granted",
                         f"model {model_id} is not granted to run {run.run_id}{for_operation}")
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
+    handle = host_process().handle(run.run_id)
     return _calls().CallInfo(run_id=run.run_id, agent_id=run.agent_id,
                              project_id=run.project_id,
-                             caller=auth.get("plugin_identity") or caller, deadline=deadline)
+                             caller=auth.get("plugin_identity") or caller, deadline=deadline,
+                             journal=handle.journal_model_call if handle else None)
 
 
 async def _prepared(action: str, data: dict,

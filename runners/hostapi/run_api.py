@@ -13,9 +13,9 @@ from asgiref.sync import sync_to_async
 from ledger.models import AgentRun, EventLog, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
-from runners.execution.orchestrator import Orchestrator
 from runners.models import PluginInstallation
-from runners.plugins.runtime.host import HostError
+from runners.runtime.host import HostError
+from runners.runtime.host_process import host_process
 
 # action -> the available_apis flag that grants it
 API_FLAGS = {
@@ -102,6 +102,10 @@ async def _state(action: str, data: dict, auth: dict) -> dict:
     identity = auth["state_context"][scope]["identity"]
     await ledger.state_set(ledger.StateWrite(scope=scope, scope_key=scope_key, state_key=key,
                                              value=value, identity=identity))
+    # The run's timeline shows the write, as it shows a `state.updated` result.
+    handle = host_process().handle(data["run_id"])
+    if handle is not None:
+        await handle.record("state.updated", {"scope": scope, "key": key, "value": value})
     return {"success": True}
 
 
@@ -154,7 +158,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
             direction=data.get("direction") or "forward")
     if action == "run_cancel":
         target = await _target_run(run, data.get("target_run_id"))
-        await Orchestrator.cancel(target.run_id, data.get("reason") or "cancelled by the runner")
+        await host_process().cancel(target.run_id, data.get("reason") or "cancelled by the runner")
         return readers.sdk_run(await AgentRun.objects.aget(pk=target.pk))
     if action == "run_list":
         _own_conversation(run, data.get("conversation_id"))

@@ -23,7 +23,7 @@ from langbot_plugin.entities.io.req import ActionRequest
 from langbot_plugin.entities.io.resp import ActionResponse
 from langbot_plugin.runtime.io.handler import Handler
 
-from runners.plugins.runtime.host import HostActions, HostError
+from runners.runtime.host import HostActions, HostError
 
 logger = logging.getLogger(__name__)
 

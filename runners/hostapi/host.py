@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
+from runners.hostapi import model_api, run_api, tool_api
 from runners.models import PluginInstallation, PluginStorage
-from runners.plugins import model_api, run_api, tool_api
-from runners.plugins.runtime.host import HostActions, HostError
-from runners.plugins.runtime.identity import plugin_installation_uuid
+from runners.runtime.host import HostActions, HostError
+from runners.runtime.identity import plugin_installation_uuid
 
 
 def installation_for_sync(instance_id: str, author: str, name: str, version: str = "") -> PluginInstallation:

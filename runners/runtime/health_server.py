@@ -12,7 +12,7 @@ import asyncio
 import json
 
 from langhost import health
-from runners.plugins.worker import RuntimeWorkerConsumer
+from runners.runtime.worker import RuntimeWorkerConsumer
 
 REQUEST_LIMIT_BYTES = 8192
 

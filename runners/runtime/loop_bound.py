@@ -1,4 +1,5 @@
-"""A gateway bound to one event loop, callable from any other.
+"""What the engine needs of the plugin runtime (`Gateway`), and a gateway bound to one event
+loop, callable from any other (`LoopBoundGateway`).
 
 The runtime link's connections, tasks and channel-layer receives belong to the loop they were
 made on. `LoopBoundGateway` runs every call on that loop: directly when the caller is on it,
@@ -11,11 +12,38 @@ import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from runners.models import RunnerDescriptor
-    from runners.plugins.gateway import Gateway
+from runners.models import RunnerDescriptor
+
+
+@runtime_checkable
+class Gateway(Protocol):
+    """What the orchestrator, the admin and the commands need of the plugin runtime."""
+
+    async def start(self) -> None:
+        """Bring up what this gateway owns (a runtime link, if any); discovery follows."""
+
+    async def stop(self) -> None: ...
+
+    async def discover(self, timeout: float = ...) -> list[RunnerDescriptor]:
+        """Ask the runtime for its runners, store them, and return the available ones."""
+
+    def run_runner(self, descriptor: RunnerDescriptor, context: dict,
+                   item_timeout: float) -> AsyncIterator[dict]:
+        """The runner's results; closing the stream cancels the runner."""
+
+    async def status(self) -> dict:
+        """The runtime link's mode, state, uptime and last error."""
+
+    async def restart_plugin(self, author: str, name: str) -> None:
+        """Have the runtime relaunch the plugin, which reads its settings again; returns once
+        asked. A runtime that is not running reads them when it starts."""
+
+    async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
+                        parameters: dict, timeout: float):
+        """The plugin tool's response. Raises `ToolNotFound` (no such tool loaded) or
+        `RuntimeLinkError` (the tool failed, timed out, or the link did)."""
 
 
 def submit(coro, loop: asyncio.AbstractEventLoop) -> concurrent.futures.Future:
@@ -27,7 +55,7 @@ def submit(coro, loop: asyncio.AbstractEventLoop) -> concurrent.futures.Future:
 class LoopBoundGateway:
     """Satisfies `Gateway`; every call runs on `loop`, the loop `gateway` belongs to."""
 
-    def __init__(self, gateway: "Gateway", loop: asyncio.AbstractEventLoop):
+    def __init__(self, gateway: Gateway, loop: asyncio.AbstractEventLoop):
         self.gateway = gateway
         self.loop = loop
 
@@ -45,7 +73,7 @@ class LoopBoundGateway:
     async def stop(self) -> None:
         await self._call(self.gateway.stop())
 
-    async def discover(self, *args, **kwargs) -> list["RunnerDescriptor"]:
+    async def discover(self, *args, **kwargs) -> list[RunnerDescriptor]:
         return await self._call(self.gateway.discover(*args, **kwargs))
 
     async def status(self) -> dict:
@@ -57,7 +85,7 @@ class LoopBoundGateway:
     async def call_tool(self, *args, **kwargs):
         return await self._call(self.gateway.call_tool(*args, **kwargs))
 
-    def run_runner(self, descriptor: "RunnerDescriptor", context: dict,
+    def run_runner(self, descriptor: RunnerDescriptor, context: dict,
                    item_timeout: float) -> AsyncIterator[dict]:
         def open_stream():
             return self.gateway.run_runner(descriptor, context, item_timeout)

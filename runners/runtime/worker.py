@@ -4,12 +4,16 @@ Runtime workers (`manage.py runtime`, one or more) each own a runtime link and s
 channel `langhost.runtime`, a work queue: each message is served by one live worker. Web
 processes use `ChannelGateway`, a `Gateway` like `LocalGateway`. The runs themselves execute
 (and keep their leases) in the web processes; a worker only streams each runner's results to
-them. Messages:
+them. What the plugin asks of the host during a run is answered in the worker, whose runtime
+it asked, and what that did to the run (host events, replies) travels to the run's process on
+the run's own result stream (`ForwardedRunHandle`): in order with the runner's results, which
+a reply or a tool call precedes. Messages:
 
   runner.list  {reply_channel}                          → {type: "runtime.reply", runners|error}
   run.start    {reply_channel, stream_id, runner, context, item_timeout}
                → {type: "run.accepted", worker}, then {type: "run.item", item}… (with
-                 {type: "run.alive"} every liveness tick), then {type: "run.end"} or
+                 {type: "run.alive"} every liveness tick, and {type: "run.host", action, …}
+                 for what the host did for the run meanwhile), then {type: "run.end"} or
                  {type: "run.error", error}
   run.cancel   {stream_id}                              to the accepting worker's own channel:
                                                           closes that run's stream (the plugin's
@@ -35,9 +39,10 @@ from channels.worker import Worker
 from django.conf import settings
 from django.utils import timezone
 
-from runners.execution import liveness
 from runners.models import RunnerDescriptor, RuntimeWorker
-from runners.plugins.runtime.errors import RuntimeLinkError, ToolNotFound
+from runners.runtime import liveness
+from runners.runtime.errors import RuntimeLinkError, ToolNotFound
+from runners.runtime.host_process import host_process
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +54,47 @@ REPLY_TIMEOUT_SECONDS = 30.0
 SILENT_TICKS = 3
 # How long a worker's claim on a request is kept: well past any redelivery of it.
 CLAIM_SECONDS = 3600
+
+
+class ForwardedRunHandle:
+    """The handle of a run that executes in another process, held by the runtime worker that
+    streams its results: host events and replies go to that process on the run's result
+    stream (see `runners.runtime.run_handle`)."""
+
+    def __init__(self, run_id: str, reply_channel: str, channel_layer, stream: asyncio.Task):
+        self.run_id = run_id
+        self._reply_channel = reply_channel
+        self._channel_layer = channel_layer
+        self._stream = stream
+
+    async def _forward(self, action: dict) -> bool:
+        if self._stream.done():
+            return False
+        await self._channel_layer.send(self._reply_channel, {"type": "run.host", **action})
+        return True
+
+    async def record(self, type_: str, data: dict) -> bool:
+        return await self._forward({"action": "record", "event_type": type_, "data": data})
+
+    async def reply(self, message: dict) -> bool:
+        return await self._forward({"action": "reply", "message": message})
+
+    def journal_model_call(self, row: dict) -> bool:
+        return False  # the run's journal is in the other process: the call writes its row
+
+    def stop(self, status: str, reason: str) -> None:
+        self._stream.cancel()
+
+
+async def apply_host_action(run_id: str, message: dict) -> None:
+    """Apply what a runtime worker forwarded (`ForwardedRunHandle`) to the run executing here."""
+    handle = host_process().active_runs.get(run_id)
+    if handle is None:
+        return
+    if message.get("action") == "reply":
+        await handle.reply(message["message"])
+    elif message.get("action") == "record":
+        await handle.record(message["event_type"], message["data"])
 
 
 class RuntimeWorkerConsumer(AsyncConsumer):
@@ -127,7 +173,16 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         await liveness.recycle_db_connections()
         task = asyncio.ensure_future(self._stream(message))
         self.streams[message["stream_id"]] = task
-        task.add_done_callback(lambda _: self.streams.pop(message["stream_id"], None))
+        run_id = message["context"]["run_id"]
+        forwarded = host_process().forwarded_runs
+        forwarded[run_id] = ForwardedRunHandle(run_id, message["reply_channel"],
+                                               self.channel_layer, task)
+
+        def ended(_) -> None:
+            self.streams.pop(message["stream_id"], None)
+            forwarded.pop(run_id, None)
+
+        task.add_done_callback(ended)
 
     async def run_cancel(self, message):
         task = self.streams.get(message["stream_id"])
@@ -324,6 +379,8 @@ class ChannelGateway:
                 elif message["type"] == "run.item":
                     item_deadline = loop.time() + item_timeout
                     yield message["item"]
+                elif message["type"] == "run.host":
+                    await apply_host_action(context["run_id"], message)
                 elif message["type"] == "run.end":
                     finished = True
                     return

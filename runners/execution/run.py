@@ -1,0 +1,165 @@
+"""A run while it executes: what the run loop tracks (`RunState`), how an event joins the
+run's ledger (`RunState.append`), and the handle the run gives to everything that acts on it
+from outside the loop (`LocalRunHandle`).
+
+The run's loop owns its sequence and its journal: a handle called from another thread or loop
+hands its work to that loop.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from ledger.models import EventSource
+from ledger.services import runs as ledger
+from runners.execution import journal
+from runners.execution.journal import Journal
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.results import request_stop
+from runners.models import RunnerDescriptor
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunMessage:
+    """One message delivered to the caller, with its ledger sequence."""
+
+    run_id: str
+    sequence: int
+    type: str
+    data: dict
+    usage: dict | None = None
+
+    def as_dict(self) -> dict:
+        return {"run_id": self.run_id, "sequence": self.sequence, "type": self.type,
+                "data": self.data, "usage": self.usage}
+
+
+@dataclass
+class RunState:
+    """What the loop tracks for one run while it streams."""
+
+    run_id: str
+    event: AgentEventEnvelope
+    binding: AgentBinding
+    descriptor: RunnerDescriptor
+    scopes: dict
+    deadline: float | None
+    agent_name: str
+    journal: Journal
+    seen_runner_sequences: set = field(default_factory=set)
+    last_runner_sequence: int = 0
+    ledger_sequence: int = 0
+    status: str | None = None
+    reason: str = ""
+    usage: dict | None = None
+    terminal_written: bool = False
+    finished: bool = False
+    transcript_written: bool = False
+    # The text of the run's deltas so far: the reply of a runner that sends no message.
+    delta_text: str = ""
+    replied: bool = False
+    # What the run's results take in the ledger so far (their JSON), against the cap.
+    stored_bytes: int = 0
+    # Only a run granted models can have model calls to sum into its usage at the end.
+    calls_models: bool = True
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    # (status, reason) once the run must stop (cancelled, deadline); the wait for the runner's
+    # next result, while one is under way, is cut short through `waiting`.
+    stop: tuple[str, str] | None = None
+    waiting: asyncio.Timeout | None = None
+    # Replies the runner sent through the host (`event_reply`), for the caller's stream.
+    host_replies: list = field(default_factory=list)
+
+    @property
+    def steers(self) -> bool:
+        return bool((self.descriptor.capabilities or {}).get("steering"))
+
+    @property
+    def takes_events(self) -> bool:
+        """Whether an event may still join the run (its end is not written yet)."""
+        return not (self.finished or self.terminal_written)
+
+    def append(self, type_: str, data: dict, usage, runner_sequence, *,
+               source=EventSource.RUNNER, state_write=None, transcript=None,
+               finish: bool = False) -> RunMessage:
+        """Queue one event (and, for a terminal result, the run's end) for the journal."""
+        self.ledger_sequence += 1
+        metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
+        message = RunMessage(self.run_id, self.ledger_sequence, type_, data, usage)
+        arrived = datetime.now(UTC)
+        self.journal.add(
+            ledger.ResultWrite(
+                sequence=self.ledger_sequence, type=type_, data=data, usage=usage,
+                source=source, metadata=metadata, state=state_write, transcript=transcript,
+                finish=(self.status, self.reason, self.usage, self.steers,
+                        self.calls_models) if finish else None, created_at=arrived),
+            {**message.as_dict(), "source": source, "created_at": arrived.isoformat()})
+        return message
+
+    def host_event(self, type_: str, data: dict) -> RunMessage:
+        """Record what the host did for the run, or refused it."""
+        # The run's timeline records it; the log only mirrors it (a runner may do this often).
+        logger.info("run %s: %s %s", self.run_id, type_, data.get("reason", ""))
+        return self.append(type_, data, None, None, source=EventSource.HOST)
+
+    def host_reply(self, message: dict) -> None:
+        """A reply the runner sent through the host: a `message.completed` of the run, for its
+        transcript and its caller."""
+        self.replied = True
+        self.host_replies.append(self.append(
+            "message.completed", {"message": message, "file_ids": []}, None, None,
+            source=EventSource.HOST, transcript=self.assistant_transcript(message)))
+
+    def assistant_transcript(self, message: dict | None) -> dict | None:
+        """The run's first reply, for the conversation's transcript (once per run)."""
+        if not message or self.transcript_written or not self.event.conversation_id:
+            return None
+        self.transcript_written = True
+        return journal.assistant_transcript_row(self.event, self.run_id, self.descriptor.id,
+                                                self.agent_name or self.descriptor.id, message)
+
+
+class LocalRunHandle:
+    """The handle of a run executing in this process (see `runners.runtime.run_handle`)."""
+
+    def __init__(self, state: RunState):
+        self._state = state
+        self.run_id = state.run_id
+
+    def _on_run_loop(self, act) -> bool:
+        state = self._state
+        if not state.takes_events:
+            return False
+
+        def apply() -> None:
+            if state.takes_events:
+                act(state)
+
+        try:
+            state.loop.call_soon_threadsafe(apply)
+        except RuntimeError:  # its loop closed: the run is over
+            return False
+        return True
+
+    async def record(self, type_: str, data: dict) -> bool:
+        return self._on_run_loop(lambda state: state.host_event(type_, data))
+
+    async def reply(self, message: dict) -> bool:
+        return self._on_run_loop(lambda state: state.host_reply(message))
+
+    def journal_model_call(self, row: dict) -> bool:
+        state = self._state
+        try:
+            on_its_loop = asyncio.get_running_loop() is state.loop
+        except RuntimeError:
+            on_its_loop = False
+        if on_its_loop and state.takes_events:
+            state.journal.add_model_call(row)
+            return True
+        return False
+
+    def stop(self, status: str, reason: str) -> None:
+        self._state.loop.call_soon_threadsafe(request_stop, self._state, status, reason)
