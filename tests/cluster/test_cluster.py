@@ -9,8 +9,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +23,7 @@ from runners.runtime.process import free_port
 from runners.runtime.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
 from tests.cluster.conftest import DEPLOY, LEASE_SECONDS, alive, command_line
+from tests.fake_providers import FakeProvider, Reply
 from tests.timing import scaled
 
 pytestmark = pytest.mark.cluster
@@ -28,6 +31,9 @@ pytestmark = pytest.mark.cluster
 ECHO = "plugin:e2e/agent-runner-qa/default"
 SLOW = "plugin:e2e/agent-runner-qa/slow"
 MODEL_CALLER = "plugin:e2e/agent-runner-llm/model-caller"
+HOST_ACTIONS = "plugin:e2e/agent-runner-qa/host-actions"
+STEERABLE = "plugin:e2e/agent-runner-qa/steerable"
+MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "server.py"
 
 
 async def run_many(cluster, count: int, in_flight: int) -> list[httpx.Response]:
@@ -304,6 +310,133 @@ def test_workers_with_different_plugins_each_serve_what_they_have(cluster, tmp_p
 def runner_available(cluster) -> dict[str, bool]:
     return dict(cluster.rows("SELECT id, available FROM runners_runnerdescriptor "
                              "WHERE id = ANY(%s)", [ECHO, SLOW, MODEL_CALLER]))
+
+
+def created(response: httpx.Response) -> dict:
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def conversation_with(cluster, runner_id: str, slug: str, **agent_type) -> dict:
+    """A new conversation with an agent of a new type running `runner_id`: its REST path, its
+    id and its agent's."""
+    with cluster.client(cluster.web[0]) as http:
+        kind = created(http.post("/api/v1/agent-types", json={
+            "name": slug, "slug": slug, "runner_id": runner_id, **agent_type}))
+        project = created(http.post("/api/v1/projects", json={"name": slug, "slug": slug}))
+        agents = f"/api/v1/projects/{project['id']}/agents"
+        agent = created(http.post(agents, json={"agent_type_id": kind["id"],
+                                                "project_id": project["id"], "name": slug}))
+        path = f"{agents}/{agent['id']}/conversations"
+        conversation = created(http.post(path, json={}))
+    return {"path": f"{path}/{conversation['id']}", "id": conversation["id"],
+            "agent_id": agent["id"]}
+
+
+def talk_over_socket(cluster, web, conversation: dict, text: str) -> list[dict]:
+    """Send one message on `web`'s conversation socket; every frame until the run's end and
+    its last live event."""
+    url = (f"ws://127.0.0.1:{web.port}/ws/conversations/{conversation['id']}/"
+           f"?agent_id={conversation['agent_id']}&token={cluster.token}")
+
+    async def talk() -> list[dict]:
+        frames = []
+        async with websockets.connect(url, open_timeout=scaled(10)) as socket:
+            await socket.send(json.dumps({"type": "message", "text": text}))
+            async for raw in socket:
+                frames.append(json.loads(raw))
+                live_end = any(frame.get("type") == "run.event"
+                               and frame["event"]["type"] in ("run.completed", "run.failed")
+                               for frame in frames)
+                if live_end and any(frame["type"] == "run.finished" for frame in frames):
+                    return frames
+        return frames
+
+    return asyncio.run(asyncio.wait_for(talk(), scaled(60)))
+
+
+def test_what_a_plugin_asks_of_the_host_reaches_its_run_on_the_web_process_that_runs_it(
+        cluster):
+    provider = FakeProvider("openai").start()
+    try:
+        with cluster.client(cluster.web[0]) as http:
+            created(http.post("/api/v1/mcp-servers", json={
+                "name": "fixture-tools", "transport": "stdio", "command": sys.executable,
+                "args": [str(MCP_SERVER)]}))
+            upstream = created(http.post("/api/v1/model-providers", json={
+                "name": "scripted", "kind": "openai", "base_url": provider.base_url,
+                "api_key": "sk-cluster-scripted"}))
+            created(http.post("/api/v1/models", json={
+                "name": "scripted-chat", "provider_id": upstream["id"],
+                "upstream_model": "scripted-upstream", "model_type": "chat",
+                "context_window": 8192}))
+        conversation = conversation_with(cluster, HOST_ACTIONS, "host-actions",
+                                         primary_model="scripted-chat",
+                                         mcp_servers=["fixture-tools"])
+        provider.script(Reply(text="the model answers", input_tokens=30, output_tokens=7))
+
+        frames = talk_over_socket(cluster, cluster.web[0], conversation, "ping")
+    finally:
+        provider.stop()
+
+    finished = next(frame for frame in frames if frame["type"] == "run.finished")
+    assert finished["status"] == "completed", finished
+    run_id = finished["run_id"]
+    stored = cluster.rows("SELECT sequence, type, source, data_json FROM agent_run_event "
+                          "WHERE run_id = %s ORDER BY sequence", run_id)
+    host = [(type_, data) for _, type_, source, data in stored if source == "host"]
+    assert [type_ for type_, _ in host] == ["tool.call.started", "tool.call.completed",
+                                           "message.completed", "state.updated"], stored
+    assert host[1][1]["tool_name"] == "echo" and host[1][1]["result"]["text"] == "ping"
+    assert host[2][1]["message"]["content"] == "tool said: ping"
+    assert host[3][1] == {"scope": "conversation", "key": "e2e.host",
+                          "value": {"model": "the model answers"}}
+    # The live stream on the web process that started the run: the same events, in order.
+    live = [(frame["event"]["sequence"], frame["event"]["type"]) for frame in frames
+            if frame["type"] == "run.event"]
+    assert live == [(sequence, type_) for sequence, type_, _, _ in stored]
+    # Its caller got the reply sent through the host, before the runner's own answer.
+    replies = [frame["data"]["message"]["content"] for frame in frames
+               if frame["type"] == "message.completed"]
+    assert replies == ["tool said: ping", "the model answers"]
+    # The model call, answered in a runtime worker, is the run's and its agent's.
+    calls = cluster.rows("SELECT agent_id, status, input_tokens, output_tokens FROM model_call "
+                         "WHERE run_id = %s", run_id)
+    assert calls == [(conversation["agent_id"], "ok", 30, 7)]
+    with cluster.client(cluster.web[1]) as http:
+        project_agent = conversation["path"].split("/conversations/")[0]
+        metrics = http.get(f"{project_agent}/metrics").json()
+    assert metrics["total_tokens_used"] == 37
+
+
+def test_a_message_sent_through_one_web_process_joins_the_steering_run_on_the_other(cluster):
+    conversation = conversation_with(cluster, STEERABLE, "steerable")
+    answers: list[dict] = []
+
+    def first_message() -> None:
+        with cluster.client(cluster.web[0]) as http, http.stream(
+                "POST", f"{conversation['path']}/messages?stream=1",
+                json={"text": "first"}) as stream:
+            answers.extend(json.loads(line) for line in stream.iter_lines())
+
+    reader = threading.Thread(target=first_message, daemon=True)
+    reader.start()
+    give_up = time.monotonic() + scaled(30)
+    while not (running := cluster.rows(
+            "SELECT run_id FROM agent_run WHERE agent_id = %s AND status = 'running'",
+            conversation["agent_id"])):
+        assert time.monotonic() < give_up, "the first message's run did not start"
+        time.sleep(0.05)
+
+    with cluster.client(cluster.web[1]) as http:
+        joined = http.post(f"{conversation['path']}/messages", json={"text": "second"})
+    reader.join(scaled(30))
+
+    assert joined.status_code == 201, joined.text
+    assert (joined.json()["status"], joined.json()["run_id"]) == ("steered", running[0][0])
+    finished = answers[-1]
+    assert (finished["type"], finished["status"]) == ("run.finished", "completed"), answers
+    assert finished["reply"]["content"] == "steered: second"
 
 
 def test_stopping_the_cluster_leaves_nothing_running(cluster):
