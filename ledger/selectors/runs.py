@@ -4,7 +4,7 @@ import asyncio
 
 from asgiref.sync import sync_to_async
 
-from ledger import sql
+from ledger import sql, wire
 from ledger.models import (
     TERMINAL_STATUSES,
     AgentRun,
@@ -27,27 +27,13 @@ def epoch(value) -> int | None:
 
 def outcome_dict(row: dict) -> dict:
     """A run's outcome from its `OUTCOME_FIELDS`."""
-    started, finished = row["started_at"], row["finished_at"]
-    return {
-        "run_id": row["run_id"], "event_id": row["event_id"],
-        "agent_id": row["agent_id"] or None, "binding_id": row["binding_id"],
-        "runner_id": row["runner_id"], "conversation_id": row["conversation_id"] or None,
-        "thread_id": row["thread_id"] or None, "project_id": row["project_id"] or None,
-        "status": row["status"], "status_reason": row["status_reason"],
-        "usage": row["usage_json"], "cost": row["cost_json"],
-        "created_at": row["created_at"], "started_at": started, "finished_at": finished,
-        "deadline_at": row["deadline_at"], "cancel_requested_at": row["cancel_requested_at"],
-        "duration_seconds": (finished - started).total_seconds() if started and finished
-        else None,
-    }
+    return wire.run_outcome(row)
 
 
 def event_dict(event: AgentRunEvent) -> dict:
-    return {
-        "run_id": event.run_id, "sequence": event.sequence, "type": event.type,
-        "data": event.data_json, "usage": event.usage_json, "source": event.source,
-        "created_at": event.created_at,
-    }
+    return wire.run_event(run_id=event.run_id, sequence=event.sequence, type_=event.type,
+                          data=event.data_json, usage=event.usage_json, source=event.source,
+                          created_at=event.created_at)
 
 
 # Read on every run's end: lean SQL (ledger.sql), not a compiled queryset.

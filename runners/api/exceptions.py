@@ -43,3 +43,11 @@ def exception_handler(exc, context):
     if response is not None and isinstance(exc, RefusedError) and exc.field:
         response.data["errors"] = {exc.field: [str(exc.detail)]}
     return response
+
+
+def error_body(exc: refusals.Refused | exceptions.APIException) -> tuple[int, dict]:
+    """The status and the body (`{detail, errors?}`) REST answers `exc` with: what every
+    other door says, in its own envelope (the conversation socket's `error` frame, LangBot's
+    `{code, msg}`)."""
+    response = exception_handler(exc, {})
+    return response.status_code, response.data

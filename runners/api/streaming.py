@@ -6,12 +6,13 @@ A client that goes away closes the run either way (Django closes the stream, or 
 view): it ends `consumer_cancelled` at once.
 """
 
-import json
 from contextlib import aclosing
 
 from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import status
 
+from ledger import wire
+from ledger.wire import ndjson
 from runners.api.serializers.conversations import MessageOutcomeSerializer
 from runners.api.serializers.runs import RunOutcomeSerializer
 from runners.conversations import services as door
@@ -20,10 +21,6 @@ from runners.execution.orchestrator import RunRefused
 
 def wants_stream(request) -> bool:
     return request.query_params.get("stream") in {"1", "true", "yes"}
-
-
-def ndjson(frame: dict) -> str:
-    return json.dumps(frame, default=str) + "\n"
 
 
 async def response(body, stream: bool, prepared: door.PreparedRun):
@@ -36,7 +33,7 @@ async def response(body, stream: bool, prepared: door.PreparedRun):
         outcome = [chunk async for chunk in body][-1]
     replayed = outcome.get("run_id") not in (None, prepared.run_id) \
         and outcome.get("status") != "steered"
-    return HttpResponse(json.dumps(outcome, default=str), content_type="application/json",
+    return HttpResponse(wire.dumps(outcome), content_type="application/json",
                         status=status.HTTP_200_OK if replayed else status.HTTP_201_CREATED)
 
 
@@ -50,6 +47,17 @@ def run_outcome(outcome: dict) -> dict:
     return _RUN_OUTCOME.to_representation(outcome)
 
 
+def started_frame(prepared: door.PreparedRun, agent_name: str | None = None) -> dict:
+    frame = {"type": "run.started", "run_id": prepared.run_id,
+             "event_id": prepared.public_event_id}
+    return {**frame, "agent": agent_name} if agent_name is not None else frame
+
+
+def refused_frame(exc: RunRefused, agent_name: str | None = None) -> dict:
+    frame = {"type": "run.refused", "detail": str(exc)}
+    return {**frame, "agent": agent_name} if agent_name is not None else frame
+
+
 async def run_body(prepared: door.PreparedRun, stream: bool):
     """`POST /runs`: `{run_id, status, status_reason, messages, usage, ...}`, or frames
     `run.started`, messages, `run.finished`."""
@@ -57,14 +65,12 @@ async def run_body(prepared: door.PreparedRun, stream: bool):
         if not stream:
             yield run_outcome(await door.run_to_end(prepared))
             return
-        yield ndjson({"type": "run.started", "run_id": prepared.run_id,
-                      "event_id": prepared.public_event_id})
+        yield ndjson(started_frame(prepared))
         async for message in door.execute(prepared):
             yield ndjson(message.as_dict())
         yield ndjson({"type": "run.finished", **run_outcome(await door.outcome(prepared))})
     except RunRefused as exc:
-        frame = {"type": "run.refused", "detail": str(exc)}
-        yield ndjson(frame) if stream else frame
+        yield ndjson(refused_frame(exc)) if stream else refused_frame(exc)
 
 
 def reply_of(message_data: dict | None) -> dict | None:
@@ -89,8 +95,7 @@ async def message_body(prepared: door.PreparedRun, stream: bool):
     reply = None
     try:
         if stream:
-            yield ndjson({"type": "run.started", "run_id": prepared.run_id, "agent": agent_name,
-                          "event_id": prepared.public_event_id})
+            yield ndjson(started_frame(prepared, agent_name))
         messages = []
         async for message in door.execute(prepared, wait_durable=stream):
             messages.append(message.as_dict())
@@ -101,5 +106,5 @@ async def message_body(prepared: door.PreparedRun, stream: bool):
         body = message_outcome(await door.outcome(prepared, messages), agent_name, reply)
         yield ndjson({"type": "run.finished", **body}) if stream else body
     except RunRefused as exc:
-        frame = {"type": "run.refused", "agent": agent_name, "detail": str(exc)}
+        frame = refused_frame(exc, agent_name)
         yield ndjson(frame) if stream else frame

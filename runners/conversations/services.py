@@ -26,6 +26,7 @@ from urllib.parse import quote
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from ledger import wire
 from ledger.models import AgentRun, Conversation, RunStatus, Transcript
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as run_selectors
@@ -410,10 +411,9 @@ async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> 
     run that took it.
     """
     if messages and messages[0]["type"] == "steering.queued":
-        claimed = messages[0]["run_id"]
-        result = {"run_id": claimed, "event_id": prepared.event.event_id, "status": "steered",
-                  "status_reason": f"absorbed into active run {claimed}", "usage": None,
-                  "conversation_id": prepared.event.conversation_id}
+        result = wire.steered_outcome(claimed_run_id=messages[0]["run_id"],
+                                      event_id=prepared.event.event_id,
+                                      conversation_id=prepared.event.conversation_id)
     else:
         # A replayed event has no outcome of its own run: the event id finds the earlier one.
         result = prepared.ended or await run_selectors.run_outcome_for_event(

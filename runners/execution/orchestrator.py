@@ -17,6 +17,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 
+from ledger import wire
 from ledger.models import RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
@@ -143,9 +144,9 @@ class Orchestrator:
         run_id = kwargs.pop("run_id", None) or new_run_id()
         messages = [m.as_dict() async for m in self.run(event, binding, run_id=run_id, **kwargs)]
         if messages and messages[0]["type"] == "steering.queued":
-            claimed = messages[0]["run_id"]
-            return {"run_id": claimed, "event_id": event.event_id, "status": "steered",
-                    "status_reason": f"absorbed into active run {claimed}", "usage": None,
+            return {**wire.steered_outcome(claimed_run_id=messages[0]["run_id"],
+                                           event_id=event.event_id,
+                                           conversation_id=event.conversation_id),
                     "messages": messages}
         # The event id finds the run even when it was replayed from an earlier submission.
         run = self.outcomes.pop(run_id, None) or await readers.run_outcome_for_event(event.event_id)
@@ -351,9 +352,9 @@ class Orchestrator:
 
     async def _published_end(self, state: RunState, status: str, reason: str) -> None:
         state.finished = True
-        await self._publish(state.run_id, [{"type": "run.status", "run_id": state.run_id,
-                                            "status": status, "status_reason": reason,
-                                            "sequence": state.ledger_sequence}])
+        await self._publish(state.run_id, [wire.run_status(
+            run_id=state.run_id, status=status, status_reason=reason,
+            sequence=state.ledger_sequence)])
 
     async def _replay(self, run_id: str | None) -> AsyncIterator[RunMessage]:
         """The outcome of a run already started for this event: its delivered messages."""

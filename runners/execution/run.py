@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ledger import wire
 from ledger.models import EventSource
 from ledger.services import runs as ledger
 from runners.execution import journal
@@ -33,8 +34,8 @@ class RunMessage:
     usage: dict | None = None
 
     def as_dict(self) -> dict:
-        return {"run_id": self.run_id, "sequence": self.sequence, "type": self.type,
-                "data": self.data, "usage": self.usage}
+        return wire.run_message(run_id=self.run_id, sequence=self.sequence, type_=self.type,
+                                data=self.data, usage=self.usage)
 
 
 @dataclass
@@ -96,7 +97,8 @@ class RunState:
                 source=source, metadata=metadata, state=state_write, transcript=transcript,
                 finish=(self.status, self.reason, self.usage, self.steers,
                         self.calls_models) if finish else None, created_at=arrived),
-            {**message.as_dict(), "source": source, "created_at": arrived.isoformat()})
+            wire.run_event(run_id=self.run_id, sequence=self.ledger_sequence, type_=type_,
+                           data=data, usage=usage, source=source, created_at=arrived))
         return message
 
     def host_event(self, type_: str, data: dict) -> RunMessage:

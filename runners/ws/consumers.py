@@ -11,8 +11,8 @@ then a final `run.status` frame, then closes (code 1000):
    run has ended (a poll every `POLL_SECONDS` also covers runs executed by a process whose
    events do not reach this one, and runs the reaper failed).
 
-Frames are JSON: events `{run_id, sequence, type, data, usage, source[, created_at]}`, then
-`{type: "run.status", run_id, status, status_reason, sequence}`.
+Frames are JSON: events (`ledger.wire.RunEvent`), then the `run.status` frame
+(`ledger.wire.RunStatusFrame`).
 
 Close codes: 4401 not signed in, 4403 not allowed to see the run (also for a run that does
 not exist, unless the user is a superuser: 4404), 4400 bad `after_sequence`. A run is seen by
@@ -29,20 +29,18 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from rest_framework.exceptions import APIException
 
+from ledger import wire
 from ledger.models import TERMINAL_STATUSES, AgentRun
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as readers
 from runners.api import streaming
-from runners.api.exceptions import status_for
+from runners.api.exceptions import error_body
 from runners.api.views.conversations import message_parts
 from runners.conversations import selectors
 from runners.conversations import services as door
-from runners.conversations.exceptions import InvalidInput, Refused
+from runners.conversations.exceptions import Refused
 
 logger = logging.getLogger(__name__)
-
-EVENT_FIELDS = ("run_id", "sequence", "type", "data", "usage", "source")
-
 
 @database_sync_to_async
 def _load_run(run_id: str) -> AgentRun | None:
@@ -52,14 +50,6 @@ def _load_run(run_id: str) -> AgentRun | None:
 @database_sync_to_async
 def can_view_run(user, run: AgentRun) -> bool:
     return selectors.can_view_run(user, run)
-
-
-def event_frame(event: dict) -> dict:
-    frame = {key: event.get(key) for key in EVENT_FIELDS}
-    created_at = event.get("created_at")
-    if created_at is not None:
-        frame["created_at"] = created_at.isoformat() if hasattr(created_at, "isoformat") else created_at
-    return frame
 
 
 class RunStreamConsumer(AsyncWebsocketConsumer):
@@ -159,7 +149,7 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(self.APPEAR_POLL)
 
     async def _send_event(self, event: dict) -> None:
-        await self.send(text_data=json.dumps(event_frame(event), default=str))
+        await self.send(text_data=wire.dumps(event))
         self.last_sent = event["sequence"]
 
     async def _send_from_ledger(self) -> None:
@@ -168,9 +158,9 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
 
     async def _finish(self, outcome: dict) -> None:
         self.finished = True
-        frame = {"type": "run.status", "run_id": self.run_id, "status": outcome.get("status"),
-                 "status_reason": outcome.get("status_reason") or "", "sequence": self.last_sent}
-        await self.send(text_data=json.dumps(frame, default=str))
+        await self.send(text_data=wire.dumps(wire.run_status(
+            run_id=self.run_id, status=outcome.get("status"),
+            status_reason=outcome.get("status_reason"), sequence=self.last_sent)))
         await self.close(code=1000)
 
     async def _watch(self) -> None:
@@ -284,24 +274,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.task = asyncio.ensure_future(self._talk(frame))
 
     async def run_events(self, message):
-        for event in message["events"]:
-            await self._send({"type": "run.event", "event": event_frame(event)})
+        # The run's events, then its `run.status` frame, as the run's own stream sends them.
+        for frame in message["events"]:
+            await self._send(frame if frame.get("type") == "run.status"
+                             else {"type": "run.event", "event": frame})
 
     async def _talk(self, frame: dict) -> None:
         data = {key: frame[key] for key in ("text", "attachments") if key in frame}
         try:
             prepared = await _prepare(self.user, self.conversation, data)
-        except Refused as exc:
-            error = {"type": "error", "status": status_for(exc), "detail": exc.detail}
-            if isinstance(exc, InvalidInput) and exc.field:
-                error["errors"] = {exc.field: [exc.detail]}
-            await self._send(error)
-            return
-        except APIException as exc:
-            error = {"type": "error", "status": exc.status_code, "detail": _detail(exc)}
-            if isinstance(exc.detail, dict):
-                error["errors"] = exc.detail
-            await self._send(error)
+        except (Refused, APIException) as exc:
+            status, body = error_body(exc)
+            await self._send({"type": "error", "status": status, **body})
             return
         self.group = f"run.{prepared.run_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -318,10 +302,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             self.group = None
 
     async def _send(self, frame: dict) -> None:
-        await self.send(text_data=json.dumps(frame, default=str))
+        await self.send(text_data=wire.dumps(frame))
 
 
-def _detail(exc: APIException) -> str:
-    if isinstance(exc.detail, dict):
-        return "Invalid input: " + ", ".join(exc.detail)
-    return str(exc.detail)

@@ -4,12 +4,11 @@ LangBot answers `{"code": 0, "data": ...}` on success and `{"code": <non-zero>, 
 otherwise; these views keep that shape.
 """
 
-import json
-
 from django.contrib.auth import authenticate
 from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,7 +17,8 @@ from accounts.models import User
 from accounts.permissions import IsSuperuser
 from accounts.tokens import access_token_for
 from langhost.async_views import AsyncDispatch
-from runners.api.exceptions import status_for
+from ledger import wire
+from runners.api.exceptions import error_body
 from runners.api.langbot.serializers import (
     Credentials,
     DebugAction,
@@ -38,6 +38,12 @@ def failure(message: str, status: int = 400, code: int = 1) -> Response:
     return Response({"code": code, "msg": message}, status=status)
 
 
+def failure_for(exc: Refused | APIException) -> Response:
+    """`exc` as REST answers it, in LangBot's shape: the same status and wording."""
+    status, body = error_body(exc)
+    return failure(body["detail"], status=status)
+
+
 class LangBotView(APIView):
     """Every error in LangBot's shape too, those of the shared machinery included (a body
     that is not JSON, a missing token)."""
@@ -45,8 +51,7 @@ class LangBotView(APIView):
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
         if isinstance(response.data, dict) and "code" not in response.data:
-            response.data = {"code": 1, "msg": str(response.data.get("detail") or
-                                                   response.data)}
+            response.data = {"code": 1, "msg": str(response.data["detail"])}
         return response
 
 
@@ -54,7 +59,7 @@ def read_credentials(request) -> tuple[dict | None, Response | None]:
     """`({user, password}, None)`, or `(None, failure)` naming the fields at fault."""
     credentials = Credentials(data=request.data)
     if not credentials.is_valid():
-        return None, failure(f"Invalid input: {', '.join(credentials.errors)}")
+        return None, failure_for(ValidationError(credentials.errors))
     return credentials.validated_data, None
 
 
@@ -141,13 +146,12 @@ class DebugPluginActionView(AsyncDispatch, LangBotView):
                                                    400: LangBotReplySerializer})
     async def post(self, request):
         body = DebugAction(data=request.data)
-        if not body.is_valid():
-            return failure(f"Invalid input: {', '.join(body.errors)}")
+        body.is_valid(raise_exception=True)
         if body.validated_data["action"] != "run_agent":
             return failure(f"Unsupported debug action {body.validated_data['action']!r}.")
         run_agent = RunAgentData(data=body.validated_data["data"])
         if not run_agent.is_valid():
-            return failure(f"Invalid data: {_field_errors(run_agent.errors)}")
+            raise ValidationError({"data": run_agent.errors})
         data = run_agent.validated_data
         runner_id = f"plugin:{data['plugin_author']}/{data['plugin_name']}/{data['runner_name']}"
         context = data.get("context") or {}
@@ -163,17 +167,6 @@ class DebugPluginActionView(AsyncDispatch, LangBotView):
                 event_input={"text": (context.get("input") or {}).get("text") or ""},
             )
         except Refused as exc:
-            return failure(exc.detail, status=status_for(exc))
-        return HttpResponse(json.dumps(await debug_reply(prepared), default=str),
+            return failure_for(exc)
+        return HttpResponse(wire.dumps(await debug_reply(prepared)),
                             content_type="application/json")
-
-
-def _field_errors(errors, prefix: str = "") -> str:
-    """`{field: [...], context: {event: [...]}}` as `field: …; context.event: …`."""
-    parts = []
-    for field, problems in errors.items():
-        if isinstance(problems, dict):
-            parts.append(_field_errors(problems, f"{prefix}{field}."))
-        else:
-            parts.append(f"{prefix}{field}: {' '.join(str(problem) for problem in problems)}")
-    return "; ".join(parts)

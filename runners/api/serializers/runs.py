@@ -6,7 +6,9 @@ from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from langhost.serializers import RequestSerializer
+from ledger import wire
 from ledger.models import AgentRun, AgentRunEvent
+from ledger.selectors.runs import event_dict
 from runners.execution.protocol import EventInput
 from runners.models import RunnerDescriptor
 
@@ -78,12 +80,17 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunEventSerializer(serializers.ModelSerializer):
+    """One event of a run: `ledger.wire.RunEvent` (this serializer documents it)."""
+
     data = serializers.JSONField(source="data_json")
     usage = serializers.JSONField(source="usage_json")
 
     class Meta:
         model = AgentRunEvent
-        fields = ["run_id", "sequence", "type", "data", "usage", "source", "created_at"]
+        fields = list(wire.RunEvent.model_fields)
+
+    def to_representation(self, instance):
+        return event_dict(instance)
 
 
 class RunnerSerializer(serializers.ModelSerializer):
