@@ -14,7 +14,7 @@ def test_healthz_answers_ok_without_signing_in(db):
 
 
 def test_healthz_is_503_naming_an_unreachable_channel_layer(db, settings):
-    pytest.importorskip("channels_redis")
+    pytest.importorskip("channels_redis", reason="needs the test extras: `make install-test`")
     settings.CHANNEL_LAYERS = {"default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},  # nobody listens there

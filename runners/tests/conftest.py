@@ -9,7 +9,6 @@ from django.test import Client
 from runners.plugins.gateway import LocalGateway
 from runners.runtime.host_process import host_process
 from runners.runtime.loop_bound import LoopBoundGateway
-from tests.conftest import *  # noqa: F403  (people, clients, factories)
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
 

@@ -58,8 +58,7 @@ print(json.dumps({{"project_id": str(project.pk), "agent_id": str(agent.pk)}}))
 def _require(path: Path) -> None:
     if path.exists():
         return
-    message = (f"{path} is missing: install Debian's browser with "
-               "`apt-get install chromium chromium-driver` (.ci/run does this)")
+    message = f"{path} is missing: `make browser` installs Debian's chromium and its driver"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)

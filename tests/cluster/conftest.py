@@ -22,7 +22,7 @@ from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants, langhost_env
 from tests.timing import scaled
 
-pytest.importorskip("channels_redis", reason="the processes talk through Redis: .[test]")
+pytest.importorskip("channels_redis", reason="the processes talk through Redis: `make install-test`")
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

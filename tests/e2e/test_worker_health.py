@@ -13,7 +13,7 @@ from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (`make redis`)"),
+    pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server: `make servers`"),
 ]
 
 

@@ -20,11 +20,11 @@ from runners.tests.langhost_process import fresh_data_dir, langhost_env, popen_m
 from tests.e2e.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, start_daphne, stop_daphne
 from tests.timing import scaled
 
-pytest.importorskip("channels_redis", reason="the two processes talk through Redis: .[redis]")
+pytest.importorskip("channels_redis", reason="the two processes talk through Redis: `make install-test`")
 REDIS_SERVER = shutil.which("redis-server")
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (`make redis`)"),
+    pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server: `make servers`"),
 ]
 
 LEASE_SECONDS = scaled(3)

@@ -1,7 +1,5 @@
-"""Shared fixtures: people, API clients, JWTs and factories for projects and agents.
-
-`accounts/tests` and `runners/tests` re-export these through their own conftest.py.
-"""
+"""Shared fixtures of every test (the apps' and tests/'): people, API clients, JWTs and
+factories for projects and agents."""
 
 import itertools
 
