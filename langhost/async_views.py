@@ -46,8 +46,15 @@ async def rendered(response):
         response.render()
     else:
         await sync_to_async(response.render)()
-    return HttpResponse(response.content, status=response.status_code,
-                        headers=dict(response.items()))
+    plain = HttpResponse(response.content, status=response.status_code,
+                         headers=dict(response.items()))
+    if "Content-Type" not in response:  # DRF sends none with an empty body (a 204)
+        del plain["Content-Type"]
+    plain.cookies = response.cookies
+    # What a view asked of django-csp for this response (`csp_update`, `csp_exempt`, …).
+    plain.__dict__.update({name: value for name, value in response.__dict__.items()
+                           if name.startswith("_csp")})
+    return plain
 
 
 class AsyncDispatch:
@@ -68,8 +75,16 @@ class AsyncDispatch:
         self.request = request
         self.headers = self.default_response_headers
         try:
+            # DRF's `initial`, in its order (negotiation before authentication: a client that
+            # accepts nothing we render hears 406 first), with authentication awaited.
+            self.format_kwarg = self.get_format_suffix(**kwargs)
+            request.accepted_renderer, request.accepted_media_type = \
+                self.perform_content_negotiation(request)
+            request.version, request.versioning_scheme = self.determine_version(
+                request, *args, **kwargs)
             await authenticate(request)
-            self.initial(request, *args, **kwargs)
+            self.check_permissions(request)
+            self.check_throttles(request)
             method = request.method.lower()
             handler = (getattr(self, method, self.http_method_not_allowed)
                        if method in self.http_method_names else self.http_method_not_allowed)
