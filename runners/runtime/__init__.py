@@ -1,7 +1,7 @@
-"""Connection to the LangBot plugin SDK runtime (pure asyncio, no Django).
-
-The wire protocol is the SDK's own (site-packages `langbot_plugin`). Django-backed behaviour is
-injected through ``HostActions``.
+"""The transport below the engine: the link to the LangBot plugin SDK runtime (pure asyncio:
+its wire protocol is the SDK's own, site-packages `langbot_plugin`, and Django-backed behaviour
+is injected through ``HostActions``), the runtime worker's Channels transport, the process's
+loop and runs (`host_process`), run liveness, and the run handle's contract (`run_handle`).
 """
 
 from runners.runtime.host import HostActions, HostError
