@@ -244,6 +244,10 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Plugin runtime: unset URL = spawn the SDK runtime over stdio in this process.
+# A provider's `api_key_env` may name only variables with this prefix: never the host's own
+# secrets (DJANGO_SECRET_KEY, the admin password, a database URL).
+LANGHOST_PROVIDER_KEY_ENV_PREFIX = os.environ.get("LANGHOST_PROVIDER_KEY_ENV_PREFIX",
+                                                  "LANGHOST_PROVIDER_")
 LANGHOST_RUNTIME_URL = os.environ.get("LANGHOST_RUNTIME_URL") or None
 LANGHOST_RUNTIME_TOKEN = os.environ.get("LANGHOST_RUNTIME_TOKEN") or None
 # Set in multi-process deployments: `manage.py runtime` owns the link, web processes reach it

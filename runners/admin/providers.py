@@ -2,9 +2,11 @@ from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 
+from runners.admin.secret_fields import parse_secrets, secrets_field
 from runners.models import LLMModel, ModelProvider
+from runners.models.providers import HEADER_NAME
 from runners.providers.prices import prefill_prices
-from runners.providers.secrets import set_api_key
+from runners.providers.secrets import extra_header_names, set_api_key, set_extra_headers
 
 
 class ModelProviderForm(forms.ModelForm):
@@ -20,10 +22,15 @@ class ModelProviderForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted, never shown again. Leave blank to keep the current key.")
     remove_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+    extra_headers = secrets_field("Extra headers", "Name: value")
+    clear_extra_headers = forms.BooleanField(label="Remove all extra headers", required=False)
 
     class Meta:
         model = ModelProvider
-        fields = ["name", "kind", "base_url", "api_key_env", "timeout", "extra_headers"]
+        fields = ["name", "kind", "base_url", "api_key_env", "timeout"]
+
+    def clean_extra_headers(self):
+        return parse_secrets(self.cleaned_data["extra_headers"], ":", HEADER_NAME, "header")
 
     def save(self, commit=True):
         provider = super().save(commit=False)
@@ -31,6 +38,10 @@ class ModelProviderForm(forms.ModelForm):
             set_api_key(provider, "")
         elif self.cleaned_data.get("api_key"):
             set_api_key(provider, self.cleaned_data["api_key"])
+        if self.cleaned_data.get("clear_extra_headers"):
+            set_extra_headers(provider, {})
+        elif self.cleaned_data.get("extra_headers"):
+            set_extra_headers(provider, self.cleaned_data["extra_headers"])
         if commit:
             provider.save()
         return provider
@@ -42,12 +53,17 @@ class ModelProviderAdmin(admin.ModelAdmin):
     list_display = ["name", "kind", "base_url", "key_source", "timeout", "updated_at"]
     list_filter = ["kind"]
     search_fields = ["name", "base_url"]
-    readonly_fields = ["key_source", "created_at", "updated_at"]
+    readonly_fields = ["key_source", "header_names", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["name", "kind", "base_url", "timeout"]}),
         ("API key", {"fields": ["key_source", "api_key", "remove_api_key", "api_key_env"]}),
-        ("Advanced", {"fields": ["extra_headers", "created_at", "updated_at"]}),
+        ("Advanced", {"fields": ["header_names", "extra_headers", "clear_extra_headers",
+                                 "created_at", "updated_at"]}),
     ]
+
+    @admin.display(description="Extra headers set")
+    def header_names(self, obj):
+        return ", ".join(extra_header_names(obj)) or "none"
 
     @admin.display(description="API key")
     def key_source(self, obj):

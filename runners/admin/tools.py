@@ -2,39 +2,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
+from runners.admin.secret_fields import parse_secrets, secrets_field
 from runners.models import McpServer
+from runners.models.providers import ENV_NAME, HEADER_NAME
 from runners.tools import mcp_servers
-from runners.tools.mcp_servers import ENV_NAME, HEADER_NAME
 from runners.tools.refresh import refresh_tools_sync
-
-
-class WriteOnlyTextarea(forms.Textarea):
-    """Never renders a value: not the stored secrets (it has none), nor ones just typed into
-    a form that failed validation."""
-
-    def format_value(self, value):
-        return None
-
-
-def _secrets_field(label: str, example: str) -> forms.CharField:
-    return forms.CharField(
-        label=label, required=False, strip=True,
-        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
-        help_text=f"One per line, {example}. Stored encrypted, never shown again. Filled in, "
-                  "it replaces all of them; left blank, it keeps them.")
-
-
-def _parse(text: str, separator: str, pattern, what: str) -> dict[str, str]:
-    values = {}
-    for line in filter(None, (line.strip() for line in text.splitlines())):
-        name, found, value = line.partition(separator)
-        name = name.strip()
-        if not found or not pattern.match(name):
-            # A name, never a line: without its separator the line may be a bare secret.
-            shown = f" (not {name!r})" if found and name else ""
-            raise forms.ValidationError(f"Write each {what} as NAME{separator}value{shown}.")
-        values[name] = value.strip()
-    return values
 
 
 class McpServerForm(forms.ModelForm):
@@ -42,9 +14,9 @@ class McpServerForm(forms.ModelForm):
 
     url = forms.URLField(required=False, max_length=500, assume_scheme="https",
                          help_text=McpServer._meta.get_field("url").help_text)
-    env = _secrets_field("Environment", "NAME=value")
+    env = secrets_field("Environment", "NAME=value")
     clear_env = forms.BooleanField(label="Remove all environment variables", required=False)
-    headers = _secrets_field("Headers", "Name: value")
+    headers = secrets_field("Headers", "Name: value")
     clear_headers = forms.BooleanField(label="Remove all headers", required=False)
 
     class Meta:
@@ -55,10 +27,10 @@ class McpServerForm(forms.ModelForm):
         return self.cleaned_data["args"] or []  # left blank: no arguments
 
     def clean_env(self):
-        return _parse(self.cleaned_data["env"], "=", ENV_NAME, "variable")
+        return parse_secrets(self.cleaned_data["env"], "=", ENV_NAME, "variable")
 
     def clean_headers(self):
-        return _parse(self.cleaned_data["headers"], ":", HEADER_NAME, "header")
+        return parse_secrets(self.cleaned_data["headers"], ":", HEADER_NAME, "header")
 
     def save(self, commit=True):
         server = super().save(commit=False)

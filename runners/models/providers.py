@@ -1,15 +1,38 @@
 """Where models come from: providers (an endpoint and its key) and the models agents name."""
 
+import re
 import uuid
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+
+
+def key_variable_problem(name: str) -> str | None:
+    """Why the environment variable `name` may not hold a provider's key, if it may not: only
+    variables named for it (`LANGHOST_PROVIDER_KEY_ENV_PREFIX`) may, never the host's own."""
+    prefix = settings.LANGHOST_PROVIDER_KEY_ENV_PREFIX
+    if not ENV_NAME.match(name):
+        return f"{name!r} is not an environment variable name"
+    if not name.startswith(prefix) or name == prefix:
+        return f"{name!r} is not allowed: a provider's key variable must start with {prefix}"
+    return None
+
+
+def validate_key_variable(name: str) -> None:
+    if problem := key_variable_problem(name):
+        raise ValidationError(problem)
 
 
 class ModelProvider(models.Model):
     """An LLM endpoint: any OpenAI-compatible server, or Anthropic's API.
 
-    The API key is write-only: stored encrypted (`runners.providers.secrets`), or read from the
-    environment variable `api_key_env` names; never shown in responses, pages or logs.
+    The API key and the extra headers are write-only: stored encrypted
+    (`runners.providers.secrets`), or, for the key, read from the environment variable
+    `api_key_env` names; never shown in responses, pages or logs.
     """
 
     class Kind(models.TextChoices):
@@ -25,10 +48,13 @@ class ModelProvider(models.Model):
                   "the SDK's default for the kind.")
     api_key_encrypted = models.TextField(blank=True, default="", editable=False)
     api_key_env = models.CharField(
-        max_length=100, blank=True, default="",
-        help_text="Take the API key from this environment variable instead of storing it.")
+        max_length=100, blank=True, default="", validators=[validate_key_variable],
+        help_text="Take the API key from this environment variable instead of storing it "
+                  "(its name must start with LANGHOST_PROVIDER_KEY_ENV_PREFIX, by default "
+                  "LANGHOST_PROVIDER_).")
     timeout = models.FloatField(default=60.0, help_text="Seconds for one call, at most.")
-    extra_headers = models.JSONField(default=dict, blank=True)
+    # Extra HTTP headers of its requests: write-only like the key (they often carry one).
+    extra_headers_encrypted = models.TextField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -25,7 +25,7 @@ from runners.providers import anthropic_messages, openai_chat
 from runners.providers.errors import ProviderError
 from runners.providers.messages import parse
 from runners.providers.prices import cost
-from runners.providers.secrets import UnreadableKey, api_key
+from runners.providers.secrets import UnreadableKey, api_key, extra_headers
 from runners.providers.tokens import estimate
 from runners.providers.usage import Usage
 
@@ -131,7 +131,7 @@ class _Attempt:
             raise TimeoutError  # the run's deadline passed before the call could start
         self.key = api_key(provider)
         return shared_client(kind, base_url=provider.base_url, api_key=self.key or NO_KEY,
-                             headers=provider.extra_headers, timeout=self.limit)
+                             headers=extra_headers(provider), timeout=self.limit)
 
     def token(self) -> None:
         if self.first_token_ms is None:
@@ -246,7 +246,7 @@ async def count_tokens(model: LLMModel, messages: Iterable, tools: Iterable | No
         try:
             api = shared_client(anthropic_messages, base_url=provider.base_url,
                                 api_key=api_key(provider) or NO_KEY,
-                                headers=provider.extra_headers, timeout=provider.timeout)
+                                headers=extra_headers(provider), timeout=provider.timeout)
             async with asyncio.timeout(provider.timeout):
                 counted = await api.messages.count_tokens(**anthropic_messages.count_args(args))
             return counted.input_tokens

@@ -8,6 +8,7 @@ stored secret under the new one, and then the fallback can go.
 """
 
 import base64
+import json
 import os
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -16,9 +17,12 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
 from runners.models import ModelProvider
+from runners.models.providers import key_variable_problem
 
-# A fixed label keeps this key apart from anything else derived from SECRET_KEY.
+# A fixed label per kind of secret keeps their keys apart from anything else derived from
+# SECRET_KEY.
 API_KEY_LABEL = b"langhost.model-provider.api-key"
+EXTRA_HEADERS_LABEL = b"langhost.model-provider.extra-headers"
 
 
 class UnreadableKey(Exception):
@@ -80,20 +84,51 @@ def api_key(provider: ModelProvider) -> str:
                 f"The API key stored for provider '{provider.name}' cannot be decrypted "
                 "(SECRET_KEY changed?); set it again.") from None
     if provider.api_key_env:
+        if problem := key_variable_problem(provider.api_key_env):
+            raise UnreadableKey(f"Provider '{provider.name}': {problem}.")
         return os.environ.get(provider.api_key_env, "")
     return ""
 
 
+def set_extra_headers(provider: ModelProvider, headers: dict[str, str]) -> None:
+    """Replace the provider's extra HTTP headers (the caller saves it); `{}` removes them.
+    Write-only like its key: they often carry credentials."""
+    provider.extra_headers_encrypted = (encrypt(json.dumps(headers), EXTRA_HEADERS_LABEL)
+                                        if headers else "")
+
+
+def extra_headers(provider: ModelProvider) -> dict[str, str]:
+    """The provider's extra headers, values included: for its requests only."""
+    if not provider.extra_headers_encrypted:
+        return {}
+    try:
+        return json.loads(decrypt(provider.extra_headers_encrypted, EXTRA_HEADERS_LABEL))
+    except UnreadableKey:
+        raise UnreadableKey(f"The extra headers stored for provider '{provider.name}' cannot "
+                            "be decrypted (SECRET_KEY changed?); set them again.") from None
+
+
+def extra_header_names(provider: ModelProvider) -> list[str]:
+    try:
+        return sorted(extra_headers(provider))
+    except UnreadableKey:  # nothing to show; the next call says why
+        return []
+
+
 def rotate_api_keys_sync() -> tuple[int, list[str]]:
-    """Re-encrypt every stored provider key under the current `SECRET_KEY`: how many were,
-    and the names of the providers whose key no key in use can read."""
+    """Re-encrypt every provider's stored key and extra headers under the current
+    `SECRET_KEY`: how many providers were, and the names of those with a secret no key in use
+    can read."""
     done, unreadable = 0, []
-    for provider in ModelProvider.objects.exclude(api_key_encrypted=""):
+    for provider in ModelProvider.objects.exclude(api_key_encrypted="",
+                                                  extra_headers_encrypted=""):
         try:
             provider.api_key_encrypted = rotated(provider.api_key_encrypted, API_KEY_LABEL)
+            provider.extra_headers_encrypted = rotated(provider.extra_headers_encrypted,
+                                                       EXTRA_HEADERS_LABEL)
         except UnreadableKey:
             unreadable.append(provider.name)
             continue
-        provider.save(update_fields=["api_key_encrypted"])
+        provider.save(update_fields=["api_key_encrypted", "extra_headers_encrypted"])
         done += 1
     return done, unreadable

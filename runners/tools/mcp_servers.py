@@ -5,14 +5,15 @@ API keys, answered only by name. Nothing here loads the `mcp` SDK.
 """
 
 import json
-import re
 
 from runners.models import McpServer
-from runners.providers.secrets import UnreadableKey, decrypt, encrypt, rotated
+from runners.providers.secrets import (
+    UnreadableKey,
+    decrypt,
+    encrypt,
+    rotated,
+)
 from runners.tools.errors import ToolError
-
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
 
 # One label per kind of secret keeps their keys apart.
 ENV_LABEL = b"langhost.mcp-server.env"

@@ -2,15 +2,18 @@ from rest_framework import serializers
 
 from runners.api.serializers.catalogue import limit_json_size
 from runners.models import LLMModel, ModelProvider
+from runners.models.providers import HEADER_NAME
 from runners.providers.prices import PRICE_FIELDS, prefill_prices
-from runners.providers.secrets import set_api_key
+from runners.providers.secrets import extra_header_names, set_api_key, set_extra_headers
 
 ABILITIES = ["tools", "vision", "streaming", "reasoning"]
 
 
 class ModelProviderSerializer(serializers.ModelSerializer):
     """`api_key` is write-only (stored encrypted; `""` removes it); `has_api_key` says whether
-    the provider has one, stored or from `api_key_env`."""
+    the provider has one, stored or from `api_key_env` (a variable whose name starts with
+    `LANGHOST_PROVIDER_KEY_ENV_PREFIX`). `extra_headers` are write-only too: writing them
+    replaces all of them (`{}` removes them); `extra_header_names` says which are set."""
 
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                     max_length=1000, trim_whitespace=True,
@@ -18,23 +21,33 @@ class ModelProviderSerializer(serializers.ModelSerializer):
     has_api_key = serializers.BooleanField(read_only=True)
     timeout = serializers.FloatField(required=False, min_value=0.1, max_value=3600)
     extra_headers = serializers.DictField(child=serializers.CharField(max_length=2000),
-                                          required=False)
+                                          required=False, write_only=True)
+    extra_header_names = serializers.SerializerMethodField()
 
     class Meta:
         model = ModelProvider
         fields = ["id", "name", "kind", "base_url", "api_key", "api_key_env", "has_api_key",
-                  "timeout", "extra_headers", "created_at", "updated_at"]
+                  "timeout", "extra_headers", "extra_header_names", "created_at", "updated_at"]
         read_only_fields = ["id", "created_at", "updated_at"]
 
+    def get_extra_header_names(self, instance) -> list[str]:
+        return extra_header_names(instance)
+
     def validate_extra_headers(self, value):
+        bad = [name for name in value if not HEADER_NAME.match(name)]
+        if bad:
+            raise serializers.ValidationError(f"Not a valid header name: {', '.join(bad)}.")
         return limit_json_size(value)
 
     def _save(self, instance, validated_data):
         api_key = validated_data.pop("api_key", None)
+        headers = validated_data.pop("extra_headers", None)
         for field, value in validated_data.items():
             setattr(instance, field, value)
         if api_key is not None:
             set_api_key(instance, api_key)
+        if headers is not None:
+            set_extra_headers(instance, headers)
         instance.save()
         return instance
 

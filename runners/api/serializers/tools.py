@@ -5,8 +5,8 @@ from rest_framework import serializers
 
 from runners.api.serializers.catalogue import limit_json_size
 from runners.models import McpServer
+from runners.models.providers import ENV_NAME, HEADER_NAME
 from runners.tools import mcp_servers
-from runners.tools.mcp_servers import ENV_NAME, HEADER_NAME
 
 
 class McpToolSerializer(serializers.Serializer):

@@ -16,7 +16,7 @@ MODELS = "/admin/runners/llmmodel/"
 
 def provider_form(**fields):
     return {"name": "main", "kind": "openai", "base_url": "http://127.0.0.1:9/v1",
-            "api_key": "", "api_key_env": "", "timeout": "30", "extra_headers": "{}", **fields}
+            "api_key": "", "api_key_env": "", "timeout": "30", "extra_headers": "", **fields}
 
 
 def test_the_key_field_never_renders_the_stored_key(admin_browser):

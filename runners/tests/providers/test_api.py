@@ -35,7 +35,8 @@ def test_a_created_provider_has_a_key_it_never_shows(superuser_client):
     body = response.json()
     assert body["has_api_key"] is True
     assert "api_key" not in body and "api_key_encrypted" not in body
-    assert (body["timeout"], body["extra_headers"]) == (20.0, {"X-Team": "blue"})
+    assert (body["timeout"], body["extra_header_names"]) == (20.0, ["X-Team"])
+    assert "extra_headers" not in body
     provider = ModelProvider.objects.get()
     assert API_KEY not in provider.api_key_encrypted
     assert api_key(provider) == API_KEY
@@ -53,12 +54,15 @@ def test_patching_without_a_key_keeps_it_and_an_empty_key_removes_it(superuser_c
     assert api_key(ModelProvider.objects.get()) == API_KEY
 
     assert superuser_client.patch(url, {"api_key": ""}, format="json").json()["has_api_key"] is False
-    body = superuser_client.patch(url, {"api_key_env": "OPENAI_KEY"}, format="json").json()
+    body = superuser_client.patch(url, {"api_key_env": "LANGHOST_PROVIDER_OPENAI"},
+                                  format="json").json()
     assert body["has_api_key"] is True  # from the environment
 
 
 @pytest.mark.parametrize("field, value", [
     ("kind", "gemini"), ("timeout", 0), ("base_url", "not a url"), ("extra_headers", ["x"]),
+    ("extra_headers", {"not a header": "x"}), ("api_key_env", "DJANGO_SECRET_KEY"),
+    ("api_key_env", "LANGHOST_PROVIDER_"), ("api_key_env", "OPENAI_API_KEY"),
 ])
 def test_invalid_provider_fields_are_named(superuser_client, field, value):
     response = new_provider(superuser_client, **{field: value})
@@ -165,3 +169,41 @@ def test_agent_types_accept_unknown_model_names_and_flag_them(superuser_client, 
                                      {"fallback_models": []}, format="json")
     assert patched.json()["unknown_models"] == []
     assert LLMModel.objects.count() == 1
+
+
+def test_extra_headers_reach_the_provider_but_no_response_or_page(superuser_client,
+                                                                 admin_browser, openai_server):
+    secret = "Bearer team-secret-4471"
+    created = new_provider(superuser_client, base_url=openai_server.base_url,
+                           extra_headers={"X-Upstream-Auth": secret}).json()
+    model = superuser_client.post(MODELS, {
+        "name": "gpt-headers", "provider_id": created["id"], "upstream_model": "gpt-x",
+        "model_type": "chat"}, format="json").json()
+    openai_server.script(Reply(text="pong"))
+
+    tested = superuser_client.post(f"{MODELS}/{model['id']}/test", format="json")
+
+    assert tested.json()["ok"] is True, tested.json()
+    assert openai_server.calls()[-1].headers["x-upstream-auth"] == secret
+    shown = [superuser_client.get(PROVIDERS).content.decode(),
+             superuser_client.get(f"{PROVIDERS}/{created['id']}").content.decode(),
+             superuser_client.get(f"{PROVIDERS}/{created['id']}",
+                                  HTTP_ACCEPT="text/html").content.decode(),
+             admin_browser.get(f"/admin/runners/modelprovider/{created['id']}/change/")
+             .content.decode()]
+    assert all(secret not in page and "team-secret" not in page for page in shown)
+    assert "X-Upstream-Auth" in shown[-1]  # the name, as a set header
+
+
+def test_a_provider_test_sends_no_variable_outside_the_prefix(superuser_client, openai_server,
+                                                             monkeypatch):
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "the-host-secret-9c1")
+    provider = ModelProvider.objects.create(name="legacy", base_url=openai_server.base_url,
+                                            api_key_env="DJANGO_SECRET_KEY")
+    model = LLMModel.objects.create(name="gpt-legacy", provider=provider, upstream_model="x")
+
+    tested = superuser_client.post(f"{MODELS}/{model.pk}/test", format="json").json()
+
+    assert tested["ok"] is False and "must start with LANGHOST_PROVIDER_" in tested["error"]
+    assert not any("the-host-secret-9c1" in str(call.headers)
+                   for call in openai_server.calls())

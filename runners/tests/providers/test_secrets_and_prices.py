@@ -33,11 +33,20 @@ def test_a_key_stored_under_another_secret_key_is_unreadable(settings):
 
 
 def test_without_a_stored_key_the_environment_variable_is_read(monkeypatch):
-    provider = ModelProvider(name="p", api_key_env="LANGHOST_TEST_PROVIDER_KEY")
-    monkeypatch.setenv("LANGHOST_TEST_PROVIDER_KEY", "sk-from-env")
+    provider = ModelProvider(name="p", api_key_env="LANGHOST_PROVIDER_TEST_KEY")
+    monkeypatch.setenv("LANGHOST_PROVIDER_TEST_KEY", "sk-from-env")
 
     assert api_key(provider) == "sk-from-env"
     assert provider.has_api_key
+
+
+def test_a_variable_outside_the_providers_prefix_is_never_read(monkeypatch):
+    # A row written before the prefix was enforced, or past the validators.
+    provider = ModelProvider(name="p", api_key_env="DJANGO_SECRET_KEY")
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "the host's own secret")
+
+    with pytest.raises(UnreadableKey, match="must start with LANGHOST_PROVIDER_"):
+        api_key(provider)
 
 
 def test_genai_prices_knows_common_models_per_million_tokens():
