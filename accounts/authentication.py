@@ -1,30 +1,36 @@
 """JWTs that die with what they were issued for: a password change or a deactivation revokes
-every token of that user, and a deleted user's tokens authenticate nobody.
+every token of that user, a deleted user's tokens authenticate nobody, and signing out revokes
+the access token signed out with (`revoke`).
 
 Each token carries `pwd`, a digest of the user's password hash (Django's session auth hash, the
 same that signs sessions out on a password change), checked against the user as loaded.
 
 Checking a token and loading its user cost more than most API calls: so for
 `USER_CACHE_SECONDS` a token already checked is taken as checked (never past its expiry), and
-its user as loaded. A change saved in this process (password, deactivation, deletion) takes
-effect at once, one saved by another process within that time.
+its user as loaded. A change saved in this process (password, deactivation, deletion, sign-out)
+takes effect at once, one saved by another process within that time.
 """
 
 import copy
 import threading
+from datetime import UTC, datetime
 from time import monotonic, time
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.db.models.signals import post_delete, post_save
+from django.utils import timezone
 from rest_framework_simplejwt.authentication import JWTAuthentication
 from rest_framework_simplejwt.exceptions import AuthenticationFailed, InvalidToken
 from rest_framework_simplejwt.settings import api_settings
 
+from accounts.models import RevokedToken
+
 PASSWORD_CLAIM = "pwd"
 USER_CACHE_SECONDS = 5.0
 
-# user id → (monotonic expiry, the user as loaded or None for no such user, its password digest)
+# user id (as a token names it: a string) → (monotonic expiry, the user as loaded or None for no
+# such user, its password digest)
 _users: dict[object, tuple[float, object, str | None]] = {}
 _users_lock = threading.Lock()
 # raw token → (monotonic expiry, the validated token); emptied when it grows past its size
@@ -48,14 +54,14 @@ def require_current(token, user, digest: str | None = None) -> None:
 def _load_user(user_id):
     user = get_user_model().objects.filter(**{api_settings.USER_ID_FIELD: user_id}).first()
     with _users_lock:
-        _users[user_id] = (monotonic() + USER_CACHE_SECONDS, user,
-                           password_digest(user) if user is not None else None)
+        _users[str(user_id)] = (monotonic() + USER_CACHE_SECONDS, user,
+                                password_digest(user) if user is not None else None)
     return user
 
 
 def _forget_user(sender, instance, **kwargs) -> None:
     with _users_lock:
-        _users.pop(getattr(instance, api_settings.USER_ID_FIELD), None)
+        _users.pop(str(getattr(instance, api_settings.USER_ID_FIELD)), None)
 
 
 post_save.connect(_forget_user, sender="accounts.User")
@@ -71,7 +77,7 @@ def _user_id(validated_token):
 
 def _cached_current(validated_token):
     """The token's user from the cache, if cached and the token matches it; else None."""
-    entry = _users.get(_user_id(validated_token))
+    entry = _users.get(str(_user_id(validated_token)))
     if entry is None or entry[0] <= monotonic():
         return None
     try:
@@ -87,20 +93,48 @@ def _load_current(validated_token):
     return user
 
 
+def revoke(validated_token) -> None:
+    """Sign the access token out: refused from now on in this process, in the others once
+    their `USER_CACHE_SECONDS` of trust in it run out. Signed-out tokens past their expiry are
+    forgotten meanwhile."""
+    expires_at = datetime.fromtimestamp(validated_token["exp"], UTC)
+    RevokedToken.objects.get_or_create(jti=validated_token[api_settings.JTI_CLAIM],
+                                       defaults={"expires_at": expires_at})
+    RevokedToken.objects.filter(expires_at__lt=timezone.now()).delete()
+    for key, (_, cached) in list(_tokens.items()):
+        if cached is validated_token or cached.get(api_settings.JTI_CLAIM) == \
+                validated_token[api_settings.JTI_CLAIM]:
+            _tokens.pop(key, None)
+
+
+def refuse_if_revoked(validated_token) -> None:
+    if RevokedToken.objects.filter(jti=validated_token.get(api_settings.JTI_CLAIM)).exists():
+        raise InvalidToken("The token was revoked: it was signed out.")
+
+
+def _token_key(raw_token) -> bytes:
+    return raw_token if isinstance(raw_token, bytes) else raw_token.encode()
+
+
+def _cached_token(raw_token):
+    entry = _tokens.get(_token_key(raw_token))
+    return entry[1] if entry is not None and entry[0] > monotonic() else None
+
+
 class RevocableJWTAuthentication(JWTAuthentication):
     """simplejwt's JWT authentication with revocable tokens and cached users; `aauthenticate`
-    answers on the event loop whenever the user is cached (langhost.async_views)."""
+    answers on the event loop whenever the token and its user are cached
+    (langhost.async_views)."""
 
     def get_validated_token(self, raw_token):
-        key = raw_token if isinstance(raw_token, bytes) else raw_token.encode()
-        entry = _tokens.get(key)
-        if entry is not None and entry[0] > monotonic():
-            return entry[1]
+        if (cached := _cached_token(raw_token)) is not None:
+            return cached
         validated_token = super().get_validated_token(raw_token)
+        refuse_if_revoked(validated_token)
         lifetime = min(USER_CACHE_SECONDS, validated_token["exp"] - time())
         if len(_tokens) >= TOKENS_KEPT:
             _tokens.clear()
-        _tokens[key] = (monotonic() + lifetime, validated_token)
+        _tokens[_token_key(raw_token)] = (monotonic() + lifetime, validated_token)
         return validated_token
 
     def get_user(self, validated_token):
@@ -112,7 +146,26 @@ class RevocableJWTAuthentication(JWTAuthentication):
         raw_token = None if header is None else self.get_raw_token(header)
         if raw_token is None:
             return None
-        validated_token = self.get_validated_token(raw_token)
+        validated_token = (_cached_token(raw_token)
+                           or await sync_to_async(self.get_validated_token)(raw_token))
         user = (_cached_current(validated_token)
                 or await sync_to_async(_load_current)(validated_token))
         return copy.copy(user), validated_token
+
+
+def still_signed_in(user, digest: str, validated_token=None) -> bool:
+    """Whether `user`, signed in with `digest` (and `validated_token`, if by token), still is:
+    active, the same password, the token neither expired nor signed out. Read from the
+    database: for a connection that outlives a request (a WebSocket)."""
+    current = _load_user(str(getattr(user, api_settings.USER_ID_FIELD)))
+    if current is None or not current.is_active or password_digest(current) != digest:
+        return False
+    if validated_token is None:
+        return True
+    if validated_token["exp"] <= time():
+        return False
+    try:
+        refuse_if_revoked(validated_token)
+    except InvalidToken:
+        return False
+    return True

@@ -58,23 +58,26 @@ def origin_allowed(scope) -> bool:
 
 @database_sync_to_async
 def user_for_token(raw_token: str):
-    """The active user a valid access token names, or AnonymousUser."""
+    """The active user a valid access token names and the validated token, or
+    (AnonymousUser, None)."""
     authentication = RevocableJWTAuthentication()
     try:
-        user = authentication.get_user(authentication.get_validated_token(raw_token))
+        validated_token = authentication.get_validated_token(raw_token)
+        user = authentication.get_user(validated_token)
     except (InvalidToken, TokenError, AuthenticationFailed):
-        return AnonymousUser()
-    return user if user.is_active else AnonymousUser()
+        return AnonymousUser(), None
+    return (user, validated_token) if user.is_active else (AnonymousUser(), None)
 
 
 class JWTAuthMiddleware(BaseMiddleware):
-    """Replaces the session's user with the token's user when a token is sent."""
+    """Replaces the session's user with the token's user when a token is sent (the validated
+    token in `scope["auth_token"]`: a long-lived socket checks it is still good)."""
 
     async def __call__(self, scope, receive, send):
         scope = dict(scope)
         token = bearer_token(scope)
         if token is not None:
-            scope["user"] = await user_for_token(token)
+            scope["user"], scope["auth_token"] = await user_for_token(token)
         elif not origin_allowed(scope):
             scope["user"] = AnonymousUser()
         return await self.inner(scope, receive, send)

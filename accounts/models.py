@@ -124,3 +124,14 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.project}"
+
+
+class RevokedToken(models.Model):
+    """An access token signed out before its expiry (by its `jti`): refused until it would
+    have expired anyway, then forgotten."""
+
+    jti = models.CharField(max_length=255, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self):
+        return self.jti

@@ -47,6 +47,12 @@ class RefreshSerializer(serializers.Serializer):
     refresh_token = serializers.CharField(max_length=4096)
 
 
+class LogoutSerializer(serializers.Serializer):
+    refresh_token = serializers.CharField(
+        max_length=4096, required=False,
+        help_text="Revoked too, when given: it issues no more access tokens.")
+
+
 class AccessTokenSerializer(serializers.Serializer):
     access_token = serializers.CharField()
     token_type = serializers.CharField()

@@ -10,7 +10,7 @@ from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.api import serializers
-from accounts.authentication import require_current
+from accounts.authentication import require_current, revoke
 from accounts.models import Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
 from accounts.tokens import token_pair
@@ -62,15 +62,24 @@ class RefreshView(APIView):
 
 
 class LogoutView(APIView):
-    """Revoke a refresh token: it issues no more access tokens."""
+    """Sign out: the access token the request is signed in with is refused from now on, and
+    the refresh token in the body, if any, issues no more access tokens."""
 
     permission_classes = [AllowAny]
 
-    @extend_schema(request=serializers.RefreshSerializer, responses={204: None})
+    @extend_schema(request=serializers.LogoutSerializer, responses={204: None})
     def post(self, request):
-        serializer = serializers.RefreshSerializer(data=request.data)
+        serializer = serializers.LogoutSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        _refresh_token(serializer.validated_data["refresh_token"]).blacklist()
+        refresh = serializer.validated_data.get("refresh_token")
+        if refresh is None and request.auth is None:
+            raise exceptions.ValidationError(
+                {"refresh_token": ["Send the refresh token, or sign out with an access token "
+                                   "(Authorization: Bearer)."]})
+        if refresh is not None:
+            _refresh_token(refresh).blacklist()
+        if request.auth is not None:
+            revoke(request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

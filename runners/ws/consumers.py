@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from rest_framework.exceptions import APIException
 
+from accounts.authentication import password_digest, still_signed_in
 from ledger import wire
 from ledger.models import TERMINAL_STATUSES, AgentRun
 from ledger.selectors import conversations as conversation_selectors
@@ -212,8 +213,14 @@ def _load_conversation(user, conversation_id: str, agent_id: str | None):
     return candidates[0], agent
 
 
+class SignedOut(Exception):
+    """The socket's user was deactivated, changed password or signed out since it connected."""
+
+
 @database_sync_to_async
-def _prepare(user, conversation, data: dict):
+def _prepare(user, signed_in: tuple, conversation, data: dict):
+    if not still_signed_in(user, *signed_in):
+        raise SignedOut
     url = (f"/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
            f"conversations/{conversation.client_id}/artifacts")
     return door.prepare_agent_run(door.Caller(user), agent_id=conversation.agent_id,
@@ -229,7 +236,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     `run.refused`), the run's ledger events as `{"type": "run.event", "event": {...}}`, and
     `{"type": "error", "status", "detail"[, "errors"]}` when the message is refused (the
     status the REST endpoint would answer). One message runs at a time per connection;
-    closing the socket cancels the run. Close codes: 4401 not signed in, 4404 no conversation
+    closing the socket cancels the run. Each message checks the user is still signed in as
+    they connected (active, same password, their token neither expired nor signed out), else
+    the socket closes with 4401. Close codes: 4401 not signed in, 4404 no conversation
     of the caller's with that id (someone else's is not found either; `agent_id` tells apart
     two of the caller's conversations with one id).
     """
@@ -248,6 +257,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=4404)
             return
         self.user, self.task, self.group = user, None, None
+        # How the user signed in, checked again with each message (`still_signed_in`).
+        self.signed_in = (password_digest(user), self.scope.get("auth_token"))
         await self._send({"type": "ready", "conversation_id": conversation_id,
                           "agent": agent.name, "agent_id": str(agent.pk)})
 
@@ -282,7 +293,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def _talk(self, frame: dict) -> None:
         data = {key: frame[key] for key in ("text", "attachments") if key in frame}
         try:
-            prepared = await _prepare(self.user, self.conversation, data)
+            prepared = await _prepare(self.user, self.signed_in, self.conversation, data)
+        except SignedOut:
+            await self.close(code=4401)
+            return
         except (Refused, APIException) as exc:
             status, body = error_body(exc)
             await self._send({"type": "error", "status": status, **body})
