@@ -185,9 +185,42 @@ async def test_anonymous_bad_tokens_and_foreign_origins_are_closed_with_4401(pro
     assert await close_code(path) == 4401
     assert await close_code(path + "?token=not-a-jwt") == 4401
     cookie = (b"cookie", await sync_to_async(session_cookie)(user))
-    assert await close_code(path, [cookie, (b"origin", b"https://evil.example")]) == 4401
-    frames, _ = await collect(await open_stream(path, [cookie, (b"origin", b"http://localhost:8000")]))
+    host = (b"host", b"localhost:8000")
+    assert await close_code(path, [cookie, host, (b"origin", b"https://evil.example")]) == 4401
+    frames, _ = await collect(await open_stream(
+        path, [cookie, host, (b"origin", b"http://localhost:8000")]))
     assert frames[-1]["type"] == "run.status"
+
+
+@pytest.mark.parametrize("origin", [
+    b"http://localhost:9999",  # another app on another port of the same host
+    b"https://localhost:8000",  # another scheme
+    b"http://127.0.0.1:8000",  # another host, though it is one of ours too
+    b"ftp://localhost:8000",
+    b"null",
+])
+async def test_a_page_of_another_origin_cannot_use_the_operators_cookie(project, user, origin):
+    run = await sync_to_async(seed_run)(project)
+    cookie = (b"cookie", await sync_to_async(session_cookie)(user))
+
+    code = await close_code(f"/ws/runs/{run.run_id}/",
+                            [cookie, (b"host", b"localhost:8000"), (b"origin", origin)])
+
+    assert code == 4401
+
+
+async def test_a_trusted_origin_and_the_default_port_are_the_same_origin(project, user,
+                                                                         settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://console.example"]
+    run = await sync_to_async(seed_run)(project)
+    cookie = (b"cookie", await sync_to_async(session_cookie)(user))
+    path = f"/ws/runs/{run.run_id}/"
+
+    for host, origin in [(b"localhost", b"http://localhost:80"),
+                         (b"localhost:8000", b"https://console.example")]:
+        frames, _ = await collect(await open_stream(
+            path, [cookie, (b"host", host), (b"origin", origin)]))
+        assert frames[-1]["type"] == "run.status"
 
 
 async def test_an_unknown_run_or_a_bad_after_sequence_is_refused(superuser, monkeypatch):
