@@ -111,6 +111,11 @@ class Project(models.Model):
             slug, number = f"{base}-{number}", number + 1
         return slug
 
+    def changeable_by(self, user) -> bool:
+        """Project roles, the one rule: its owner (or a superuser) changes the project and
+        its agents (rename, pause, resume, terminate, spawn); members only use them."""
+        return user.is_superuser or self.owner_id == user.pk
+
 
 class Membership(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE)

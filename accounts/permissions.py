@@ -14,11 +14,12 @@ class IsSuperuserOrReadOnly(IsSuperuser):
 
 
 class IsProjectOwnerOrReadOnly(BasePermission):
-    """Members read a project; its owner (or a superuser) changes it."""
+    """Members read a project and its agents; its owner (or a superuser) changes them
+    (`Project.changeable_by`). The object is a project, or something of one (`.project`)."""
 
     message = "Only the project's owner may change it."
 
     def has_object_permission(self, request, view, obj):
         if request.method in SAFE_METHODS:
             return True
-        return request.user.is_superuser or obj.owner_id == request.user.id
+        return getattr(obj, "project", obj).changeable_by(request.user)

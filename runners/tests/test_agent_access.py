@@ -63,3 +63,39 @@ def test_superuser_reads_any_agent(superuser_client, agent):
 
 def test_superuser_pauses_any_agent(superuser_client, agent):
     assert superuser_client.post(f"{agent_url(agent)}/pause").json()["status"] == "paused"
+
+
+@pytest.mark.parametrize(("method", "suffix", "body"), [
+    ("patch", "", {"name": "Renamed"}),
+    ("post", "/pause", {}),
+    ("post", "/resume", {}),
+    ("delete", "", {}),
+])
+def test_a_member_uses_the_agent_but_only_the_owner_changes_it(member_client, client_of_owner,
+                                                              agent, method, suffix, body):
+    refused = getattr(member_client, method)(agent_url(agent) + suffix, body, format="json")
+    agent.refresh_from_db()
+
+    assert refused.status_code == 403
+    assert (agent.name, agent.status) == ("Ada", "idle")
+    assert member_client.get(agent_url(agent)).status_code == 200
+    assert member_client.get(agent_url(agent) + "/metrics").status_code == 200
+    if suffix != "/resume":  # an idle agent cannot resume, whoever asks
+        allowed = getattr(client_of_owner, method)(agent_url(agent) + suffix, body,
+                                                   format="json")
+        assert allowed.status_code == 200, allowed.content
+
+
+def test_a_member_cannot_spawn_an_agent_but_the_owner_can(member_client, client_of_owner,
+                                                         project, agent_type):
+    path, body = f"/api/v1/projects/{project.pk}/agents", {"agent_type_id": str(agent_type.pk),
+                                                           "name": "Helper"}
+
+    assert member_client.post(path, body, format="json").status_code == 403
+    assert client_of_owner.post(path, body, format="json").status_code == 201
+
+
+@pytest.fixture
+def client_of_owner(user_client):
+    """The `project` fixture's owner is `user`."""
+    return user_client

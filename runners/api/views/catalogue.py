@@ -6,7 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.models import Project
-from accounts.permissions import IsSuperuserOrReadOnly
+from accounts.permissions import IsProjectOwnerOrReadOnly, IsSuperuserOrReadOnly
 from langhost.api import UUID, Conflict, Unprocessable
 from ledger.selectors.stats import agent_run_totals
 from runners.api.serializers import catalogue as serializers
@@ -44,8 +44,11 @@ class ProjectAgentViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Agent instances of one project. Deleting one terminates it; the row stays."""
+    """Agent instances of one project. Members see them; the project's owner (or a superuser)
+    spawns, renames, pauses, resumes and terminates them. Deleting one terminates it; the row
+    stays."""
 
+    permission_classes = viewsets.GenericViewSet.permission_classes + [IsProjectOwnerOrReadOnly]
     lookup_value_regex = UUID
     serializer_class = serializers.AgentInstanceSerializer
     lookup_url_kwarg = "agent_id"
@@ -57,6 +60,7 @@ class ProjectAgentViewSet(
         if not hasattr(self, "_project"):
             visible = Project.objects.visible_to(self.request.user)
             self._project = get_object_or_404(visible, pk=self.kwargs["project_id"])
+            self.check_object_permissions(self.request, self._project)
         return self._project
 
     def get_queryset(self):
