@@ -9,6 +9,13 @@ class Credentials(serializers.Serializer):
     password = serializers.CharField(max_length=128)
 
 
+class FirstAdmin(Credentials):
+    setup_token = serializers.CharField(
+        max_length=256, required=False,
+        help_text="The one-time token `manage.py serve` printed; not needed from this machine "
+                  "(unless LANGHOST_SECURE).")
+
+
 class DebugAction(serializers.Serializer):
     action = serializers.CharField(max_length=64, help_text="`run_agent`")
     timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)

@@ -13,6 +13,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.first_admin import may_make_first_admin, spend_setup_token
 from accounts.models import User
 from accounts.permissions import IsSuperuser
 from accounts.tokens import access_token_for
@@ -23,6 +24,7 @@ from runners.api.langbot.serializers import (
     Credentials,
     DebugAction,
     DebugActionReplySerializer,
+    FirstAdmin,
     LangBotReplySerializer,
     PipelineMetadataReplySerializer,
     RunAgentData,
@@ -55,31 +57,37 @@ class LangBotView(APIView):
         return response
 
 
-def read_credentials(request) -> tuple[dict | None, Response | None]:
+def read_credentials(request, form=Credentials) -> tuple[dict | None, Response | None]:
     """`({user, password}, None)`, or `(None, failure)` naming the fields at fault."""
-    credentials = Credentials(data=request.data)
+    credentials = form(data=request.data)
     if not credentials.is_valid():
         return None, failure_for(ValidationError(credentials.errors))
     return credentials.validated_data, None
 
 
 class UserInitView(LangBotView):
-    """Create the first superuser; once any user exists, change nothing."""
+    """Create the first superuser, from this machine or with the setup token `serve` printed
+    (`accounts.first_admin`); once any user exists, change nothing."""
 
     permission_classes = [AllowAny]
     authentication_classes = []
 
-    @extend_schema(request=Credentials,
-                   responses={200: LangBotReplySerializer, 400: LangBotReplySerializer})
+    @extend_schema(request=FirstAdmin, responses={200: LangBotReplySerializer,
+                                                  400: LangBotReplySerializer,
+                                                  403: LangBotReplySerializer})
     def post(self, request):
-        credentials, refused = read_credentials(request)
+        credentials, refused = read_credentials(request, FirstAdmin)
         if refused:
             return refused
         with transaction.atomic():
             if User.objects.exists():
                 return Response({"code": 1, "msg": "LangHost is already initialized."})
+            if not may_make_first_admin(request, credentials.get("setup_token")):
+                return failure("The first admin is made from this machine, or with the setup "
+                               "token `manage.py serve` printed (setup_token).", status=403)
             User.objects.create_superuser(email=credentials["user"],
                                           password=credentials["password"])
+            spend_setup_token()
         return Response({"code": 0, "msg": "ok"})
 
 

@@ -1,0 +1,66 @@
+"""The first admin of a fresh install, made over the API (LangBot's `user/init`).
+
+While no user exists, `user/init` makes a superuser, but only for a caller on this machine
+(loopback, not forwarded by a proxy) or one holding the one-time setup token that
+`manage.py serve` prints at start, as Jupyter prints its token. With `LANGHOST_SECURE` the
+token is needed from anywhere. The token lives in the data dir (mode 0600) and is spent by the
+first admin it makes.
+"""
+
+import contextlib
+import ipaddress
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+
+SETUP_TOKEN_FILE = "setup_token"
+# Headers a proxy adds: a request that carries one was not made on this machine.
+FORWARDED_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
+def _path() -> Path:
+    return Path(settings.DATA_DIR) / SETUP_TOKEN_FILE
+
+
+def setup_token() -> str:
+    """The install's setup token, made the first time it is asked for."""
+    path = _path()
+    if not path.exists():
+        # Written aside, then linked into place: processes starting together share one token.
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".setup_token-") as draft:
+            draft.write(secrets.token_urlsafe(32))
+            draft.flush()
+            with contextlib.suppress(FileExistsError):
+                os.link(draft.name, path)
+    return path.read_text().strip()
+
+
+def spend_setup_token() -> None:
+    _path().unlink(missing_ok=True)
+
+
+def _token_matches(candidate: str | None) -> bool:
+    try:
+        stored = _path().read_text().strip()
+    except FileNotFoundError:
+        return False
+    return bool(candidate) and secrets.compare_digest(candidate.encode(), stored.encode())
+
+
+def _from_this_machine(request) -> bool:
+    if any(request.META.get(header) for header in FORWARDED_HEADERS):
+        return False
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
+    except ValueError:
+        return False
+
+
+def may_make_first_admin(request, token: str | None) -> bool:
+    """Whether this request may make the first admin (the caller checks that no user
+    exists yet)."""
+    return _token_matches(token) or (_from_this_machine(request)
+                                     and not settings.LANGHOST_SECURE)
