@@ -140,3 +140,20 @@ class RevokedToken(models.Model):
 
     def __str__(self):
         return self.jti
+
+
+class KnownAddress(models.Model):
+    """An address a user signed in from: failed sign-ins for the account from elsewhere do not
+    slow its sign-ins from here (`accounts.signin`)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="known_addresses")
+    address = models.CharField(max_length=64)
+    last_signed_in_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "address"],
+                                               name="unique_known_address")]
+
+    def __str__(self):
+        return f"{self.user} from {self.address}"

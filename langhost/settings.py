@@ -103,18 +103,26 @@ if LANGHOST_SECURE:
 # Failed sign-ins (accounts/signin.py): an account is refused for a while after
 # LANGHOST_SIGNIN_FAILURES failures in a row, on every sign-in door.
 AUTHENTICATION_BACKENDS = [
-    "accounts.signin.AddressThrottleBackend",
+    "accounts.signin.SignInThrottleBackend",
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Per address (any accounts): SignInThrottleBackend, at a higher bar than the pair's limit.
 LANGHOST_SIGNIN_ADDRESS_FAILURES = int(os.environ.get("LANGHOST_SIGNIN_ADDRESS_FAILURES", 100))
-# Per address: AddressThrottleBackend, at a higher bar than axes' per-account limit.
+# Per account (every address): past this many failures, attempts from addresses it never
+# signed in from wait, twice as long after each failure, up to the maximum.
+LANGHOST_SIGNIN_ACCOUNT_FAILURES = int(os.environ.get("LANGHOST_SIGNIN_ACCOUNT_FAILURES", 20))
+LANGHOST_SIGNIN_MAX_WAIT_SECONDS = float(os.environ.get("LANGHOST_SIGNIN_MAX_WAIT_SECONDS", 300))
+# Proxies in front (addresses or networks, comma-separated) whose X-Forwarded-For names the
+# client: deploy/'s nginx on the same host is 127.0.0.1. Empty: REMOTE_ADDR is the client.
+LANGHOST_TRUSTED_PROXIES = os.environ.get("LANGHOST_TRUSTED_PROXIES", "")
 # security.W001-W003 look for Django's middleware by dotted path; LangHost lists subclasses
 # that run on the event loop, which langhost/checks.py checks in their place.
 SILENCED_SYSTEM_CHECKS = ["axes.W006", "security.W001", "security.W002", "security.W003"]
 AXES_FAILURE_LIMIT = int(os.environ.get("LANGHOST_SIGNIN_FAILURES", 10))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("LANGHOST_SIGNIN_COOLOFF_MINUTES", 15)))
-AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "accounts.signin.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_USERNAME_CALLABLE = "accounts.signin.username_of"
 AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
@@ -222,6 +230,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "runners.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Registrations per client address (accounts.signin.ClientAddressThrottle).
+    "DEFAULT_THROTTLE_RATES": {
+        "register": os.environ.get("LANGHOST_REGISTRATIONS_PER_ADDRESS", "20/hour")},
 }
 
 SIMPLE_JWT = {

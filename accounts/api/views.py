@@ -13,6 +13,7 @@ from accounts.api import serializers
 from accounts.authentication import require_current, revoke
 from accounts.models import Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
+from accounts.signin import ClientAddressThrottle, remember_sign_in
 from accounts.tokens import token_pair
 from langhost.api import UUID
 
@@ -21,6 +22,8 @@ from langhost.api import UUID
 class RegisterView(generics.CreateAPIView):
     permission_classes = [AllowAny]
     serializer_class = serializers.RegisterSerializer
+    throttle_classes = [ClientAddressThrottle]
+    throttle_scope = "register"
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
@@ -44,6 +47,7 @@ class LoginView(APIView):
         )
         if user is None:
             raise exceptions.AuthenticationFailed("Incorrect email or password.")
+        remember_sign_in(request._request, user)
         return Response(token_pair(user))
 
 

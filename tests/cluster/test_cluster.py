@@ -5,6 +5,7 @@ last one stops everything and checks that nothing is left running.
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ from channels_redis.core import RedisChannelLayer
 from runners.runtime.process import free_port
 from runners.runtime.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
-from tests.cluster.conftest import DEPLOY, LEASE_SECONDS, alive, command_line
+from tests.cluster.conftest import ADMIN, DEPLOY, LEASE_SECONDS, alive, command_line
 from tests.fake_providers import FakeProvider, Reply
 from tests.timing import scaled
 
@@ -233,8 +234,9 @@ def test_after_a_postgres_restart_mid_load_every_process_serves_again(cluster):
         time.sleep(0.2)
 
 
-def test_one_address_in_front_through_deploys_nginx_snippet(cluster, tmp_path):
-    """deploy/nginx.conf, with this cluster's ports: runs over HTTP and a live WebSocket."""
+@contextlib.contextmanager
+def deploys_nginx(cluster, tmp_path):
+    """deploy/nginx.conf in front of this cluster's web processes: its address."""
     nginx, port = shutil.which("nginx") or "/usr/sbin/nginx", free_port()
     snippet = (DEPLOY / "nginx.conf").read_text()
     for default, web in zip(("127.0.0.1:8000", "127.0.0.1:8001"), cluster.web, strict=True):
@@ -258,6 +260,15 @@ def test_one_address_in_front_through_deploys_nginx_snippet(cluster, tmp_path):
                 pass
             assert server.poll() is None and time.monotonic() < give_up, "nginx did not start"
             time.sleep(0.1)
+        yield front, port
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def test_one_address_in_front_through_deploys_nginx_snippet(cluster, tmp_path):
+    """deploy/nginx.conf, with this cluster's ports: runs over HTTP and a live WebSocket."""
+    with deploys_nginx(cluster, tmp_path) as (front, port):
         with httpx.Client(base_url=front, headers=cluster.headers, timeout=scaled(30)) as client:
             answers = [client.post("/api/v1/runs", json={"runner_id": SLOW,
                                                          "input": {"text": "deltas:3:0.2"}})
@@ -272,9 +283,28 @@ def test_one_address_in_front_through_deploys_nginx_snippet(cluster, tmp_path):
         frames = asyncio.run(asyncio.wait_for(watch(answers[0].json()["run_id"]), scaled(30)))
         assert frames[-1]["type"] == "run.status" and frames[-1]["status"] == "completed"
         assert [frame["sequence"] for frame in frames[:-1]] == list(range(1, len(frames)))
-    finally:
-        server.terminate()
-        server.wait()
+
+
+def test_through_deploys_nginx_an_attacking_address_locks_out_itself_only(cluster, tmp_path):
+    def client_from(address: str, front: str) -> httpx.Client:
+        return httpx.Client(base_url=front, timeout=scaled(30),
+                            transport=httpx.HTTPTransport(local_address=address))
+
+    with deploys_nginx(cluster, tmp_path) as (front, _), \
+            client_from("127.0.0.2", front) as attacker, \
+            client_from("127.0.0.3", front) as owner, \
+            client_from("127.0.0.4", front) as newcomer:
+        login = "/api/v1/auth/login"
+        assert owner.post(login, json=ADMIN).status_code == 200  # signed in here before
+        wrong = {**ADMIN, "password": "not-the-password"}
+        answers = [attacker.post(login, json=wrong).status_code for _ in range(100)]
+        assert set(answers) == {401, 429} and answers[-1] == 429
+        assert attacker.post(login, json=ADMIN).status_code == 429
+
+        assert owner.post(login, json=ADMIN).status_code == 200
+        account = {"email": "newcomer@example.com", "password": "Newcomer-Passw0rd-42"}
+        assert newcomer.post("/api/v1/auth/register", json=account).status_code == 201
+        assert newcomer.post(login, json=account).status_code == 200
 
 
 def test_workers_with_different_plugins_each_serve_what_they_have(cluster, tmp_path):

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from accounts.first_admin import may_make_first_admin, spend_setup_token
 from accounts.models import User
 from accounts.permissions import IsSuperuser
+from accounts.signin import remember_sign_in
 from accounts.tokens import access_token_for
 from langhost.async_views import AsyncDispatch
 from ledger import wire
@@ -107,6 +108,7 @@ class UserAuthView(LangBotView):
                             password=credentials["password"])
         if user is None:
             return failure("Incorrect user or password.", status=401)
+        remember_sign_in(request._request, user)
         return Response({"code": 0, "msg": "ok", "data": {"token": access_token_for(user)}})
 
 
