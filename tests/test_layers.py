@@ -3,7 +3,6 @@ under TYPE_CHECKING), and what acts on a run from outside the engine reaches it 
 its handle: nothing below the engine imports the orchestrator."""
 
 import ast
-import threading
 from pathlib import Path
 
 import pytest
@@ -34,20 +33,10 @@ def project_sources() -> dict[str, str]:
     return sources
 
 
-def parsed(source: str) -> ast.Module:
-    """`ast.parse` on a thread of its own: CPython 3.11.7's parser can trip over the recursion
-    counters a test that recursed deeply left on the test's thread."""
-    tree = []
-    parser = threading.Thread(target=lambda: tree.append(ast.parse(source)))
-    parser.start()
-    parser.join()
-    return tree[0]
-
-
 def imports(source: str, modules: set[str]) -> set[str]:
     """The modules of `modules` that `source` imports anywhere in its body."""
     found = set()
-    for node in ast.walk(parsed(source)):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -101,31 +90,39 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-def test_no_import_cycle_anywhere_in_the_apps():
-    assert cycles(import_graph(project_sources())) == []
-
-
-@pytest.mark.parametrize("added", [
+# Read when the tests are collected, before any test runs: CPython 3.11.7's `ast.parse` can
+# fail on any source once a test has left its interpreter-wide recursion counter off.
+SOURCES = project_sources()
+GRAPH = import_graph(SOURCES)
+ADDED_BACK = {
     # A function-level import: how the process used to reach the orchestrator to cancel.
-    "\n\ndef later():\n    from runners.execution.orchestrator import Orchestrator\n",
+    "function level": "\n\ndef later():\n"
+                      "    from runners.execution.orchestrator import Orchestrator\n",
     # One only a type checker would follow.
-    "\n\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-    "    from runners.execution.orchestrator import Orchestrator\n",
-])
-def test_an_import_cycle_added_back_is_found(added):
-    sources = project_sources()
-    sources["runners.runtime.host_process"] += added
+    "TYPE_CHECKING": "\n\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                     "    from runners.execution.orchestrator import Orchestrator\n",
+}
+ADDED_BACK_GRAPHS = {
+    name: import_graph({**SOURCES, "runners.runtime.host_process":
+                        SOURCES["runners.runtime.host_process"] + added})
+    for name, added in ADDED_BACK.items()
+}
 
-    found = cycles(import_graph(sources))
+
+def test_no_import_cycle_anywhere_in_the_apps():
+    assert cycles(GRAPH) == []
+
+
+@pytest.mark.parametrize("added", ADDED_BACK)
+def test_an_import_cycle_added_back_is_found(added):
+    found = cycles(ADDED_BACK_GRAPHS[added])
 
     assert any({"runners.runtime.host_process", ORCHESTRATOR} <= set(group) for group in found)
 
 
 def test_nothing_below_the_engine_imports_the_orchestrator():
-    graph = import_graph(project_sources())
-
-    importers = sorted(name for name, targets in graph.items()
+    importers = sorted(name for name, targets in GRAPH.items()
                        if ORCHESTRATOR in targets and name.startswith(BELOW_THE_ENGINE))
 
     assert importers == []
-    assert graph["runners.hostapi.run_api"], "the scan reads the host API's imports"
+    assert GRAPH["runners.hostapi.run_api"], "the scan reads the host API's imports"
