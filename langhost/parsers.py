@@ -16,8 +16,17 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
-def upload_limit_text() -> str:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+def body_limit(request) -> int | None:
+    """The largest body `request` may send: a caller not signed in sends credentials, never
+    files (`LANGHOST_ANONYMOUS_BODY_MAX_BYTES`); a signed-in one up to the upload limit."""
+    user = getattr(request, "user", None)
+    if user is not None and not user.is_authenticated:
+        return settings.LANGHOST_ANONYMOUS_BODY_MAX_BYTES
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def upload_limit_text(limit: int | None = None) -> str:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if limit is None else limit
     return f"The request body is over the upload limit of {limit} bytes ({limit / 2**20:.1f} MiB)."
 
 
@@ -27,10 +36,10 @@ class StrictJSONParser(JSONParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         encoding = get_encoding(parser_context or {})
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = body_limit((parser_context or {}).get("request"))
         raw = stream.read() if limit is None else stream.read(limit + 1)
         if limit is not None and len(raw) > limit:
-            raise PayloadTooLarge(upload_limit_text())
+            raise PayloadTooLarge(upload_limit_text(limit))
         try:
             text = raw.decode(encoding)
         except UnicodeDecodeError as exc:

@@ -259,6 +259,16 @@ SPECTACULAR_SETTINGS = {
 # secrets (DJANGO_SECRET_KEY, the admin password, a database URL).
 LANGHOST_PROVIDER_KEY_ENV_PREFIX = os.environ.get("LANGHOST_PROVIDER_KEY_ENV_PREFIX",
                                                   "LANGHOST_PROVIDER_")
+# What one user's state may take (ledger.services.conversations): keys per state scope, and
+# bytes of a conversation's state in all (a value takes 256 KiB at most).
+LANGHOST_STATE_MAX_KEYS = int(os.environ.get("LANGHOST_STATE_MAX_KEYS", 1000))
+LANGHOST_STATE_MAX_BYTES = int(os.environ.get("LANGHOST_STATE_MAX_BYTES", 4 * 1024 * 1024))
+# The body a request without a signed-in user may send (sign-in, registration, first admin).
+LANGHOST_ANONYMOUS_BODY_MAX_BYTES = int(os.environ.get("LANGHOST_ANONYMOUS_BODY_MAX_BYTES",
+                                                       64 * 1024))
+# Threads for a request's heavy writes (a conversation's state), apart from the thread that
+# starts and ends runs: one user's large write cannot hold up another's run.
+LANGHOST_HEAVY_WRITE_THREADS = int(os.environ.get("LANGHOST_HEAVY_WRITE_THREADS", 2))
 LANGHOST_RUNTIME_URL = os.environ.get("LANGHOST_RUNTIME_URL") or None
 LANGHOST_RUNTIME_TOKEN = os.environ.get("LANGHOST_RUNTIME_TOKEN") or None
 # Set in multi-process deployments: `manage.py runtime` owns the link, web processes reach it

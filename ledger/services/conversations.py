@@ -20,21 +20,65 @@ binding `agent:<instance id>` and its type's runner), since the ledger imports n
 The prefix is stripped when stored and put back when read.
 """
 
+import functools
+import json
+import operator
 import uuid
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, Sum, TextField
+from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
 from ledger.models import AgentRunnerState, Conversation, StateScope, Transcript
 from ledger.selectors.conversations import get_state
 from ledger.services.artifacts import artifacts
-from ledger.services.runs import StateWrite, _upsert_state
+from ledger.services.runs import STATE_UPSERT, STATE_VALUE_MAX_BYTES
+from ledger.sql import insert_rows
 from ledger.state_keys import (
     StateIdentity,
     conversation_scope_keys,
     conversation_state_fields,
     split_key,
 )
+
+
+class StateLimit(Exception):
+    """A state write would pass one of the state's limits (the message names it)."""
+
+
+def _checked(delta: dict) -> None:
+    """Refuse a delta over the limits it can be judged by alone: keys, bytes per value, bytes
+    in all."""
+    if len(delta) > settings.LANGHOST_STATE_MAX_KEYS:
+        raise StateLimit(f"{len(delta)} keys in one write; the limit is "
+                         f"{settings.LANGHOST_STATE_MAX_KEYS} (LANGHOST_STATE_MAX_KEYS).")
+    total = 0
+    for key, value in delta.items():
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        if size > STATE_VALUE_MAX_BYTES:
+            raise StateLimit(f"The value of {key!r} is {size} bytes; a value may take "
+                             f"{STATE_VALUE_MAX_BYTES}.")
+        total += size
+    if total > settings.LANGHOST_STATE_MAX_BYTES:
+        raise StateLimit(f"The state written is {total} bytes; a conversation's state may take "
+                         f"{settings.LANGHOST_STATE_MAX_BYTES} (LANGHOST_STATE_MAX_BYTES).")
+
+
+def _within_limits(scope_keys: set[str]) -> None:
+    """Refuse (rolling the write back) state that, once written, is over its limits: keys per
+    scope, bytes of the conversation's scopes together."""
+    rows = AgentRunnerState.objects.filter(scope_key__in=scope_keys)
+    crowded = rows.values("scope_key").annotate(keys=Count("pk")).filter(
+        keys__gt=settings.LANGHOST_STATE_MAX_KEYS).order_by("-keys").first()
+    if crowded is not None:
+        raise StateLimit(f"A state scope would hold {crowded['keys']} keys; the limit is "
+                         f"{settings.LANGHOST_STATE_MAX_KEYS} (LANGHOST_STATE_MAX_KEYS).")
+    total = rows.aggregate(bytes=Sum(Length(Cast("value_json", TextField()))))["bytes"] or 0
+    if total > settings.LANGHOST_STATE_MAX_BYTES:
+        raise StateLimit(f"The conversation's state would take {total} bytes; the limit is "
+                         f"{settings.LANGHOST_STATE_MAX_BYTES} (LANGHOST_STATE_MAX_BYTES).")
 
 
 class ConversationExists(Exception):
@@ -44,21 +88,29 @@ class ConversationExists(Exception):
 
 
 def update_state(conversation: Conversation, identity: StateIdentity, delta: dict) -> dict:
-    """Apply a delta (a `None` value deletes the key; `temp:` keys are dropped); return the
-    merged state."""
+    """Apply a delta (a `None` value deletes the key; `temp:` keys are dropped) in one short
+    transaction, whatever its size; return the merged state. Raises `StateLimit`."""
+    delta = delta or {}
+    _checked(delta)
     keys = conversation_scope_keys(conversation, identity)
     fields = conversation_state_fields(conversation, identity)
+    written, deleted = [], []
+    for key, value in delta.items():
+        target = split_key(key)
+        if target is None or not target[1]:
+            continue
+        scope, state_key = target
+        if value is None:
+            deleted.append(Q(scope_key=keys[scope], state_key=state_key))
+        else:
+            written.append({"scope": scope, "scope_key": keys[scope], "state_key": state_key,
+                            "value_json": value, **fields})
     with transaction.atomic():
-        for key, value in (delta or {}).items():
-            target = split_key(key)
-            if target is None or not target[1]:
-                continue
-            scope, state_key = target
-            if value is None:
-                AgentRunnerState.objects.filter(scope_key=keys[scope], state_key=state_key).delete()
-            else:
-                _upsert_state(StateWrite(scope=scope, scope_key=keys[scope], state_key=state_key,
-                                         value=value, identity=fields))
+        if deleted:
+            AgentRunnerState.objects.filter(functools.reduce(operator.or_, deleted)).delete()
+        if written:
+            insert_rows(AgentRunnerState, written, update_conflicts=STATE_UPSERT)
+            _within_limits(set(keys.values()))
     return get_state(conversation, identity)
 
 

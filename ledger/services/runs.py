@@ -34,6 +34,8 @@ from ledger.sql import insert_rows, update_returning
 
 TRANSCRIPT_MAX_CHARS = 4000
 STATE_VALUE_MAX_BYTES = 256 * 1024
+# A state row collides on its scope and key: the write updates its value.
+STATE_UPSERT = (("scope_key", "state_key"), ("value_json", "updated_at"))
 STEERING_QUEUE_MAX = 100
 
 
@@ -132,7 +134,7 @@ def _upsert_state(write: StateWrite) -> None:
     insert_rows(AgentRunnerState, [{
         "scope": write.scope, "scope_key": write.scope_key, "state_key": write.state_key,
         "value_json": write.value, **write.identity,
-    }], update_conflicts=(("scope_key", "state_key"), ("value_json", "updated_at")))
+    }], update_conflicts=STATE_UPSERT)
 
 
 _TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))

@@ -9,7 +9,8 @@ from runners.tests.conversation_fixtures import conversations_url
 
 pytestmark = pytest.mark.django_db
 
-DEEP = "[" * 100_000 + "]" * 100_000
+# Deeper than Python parses, and within the body a caller not signed in may send (64 KiB).
+DEEP = "[" * 20_000 + "]" * 20_000
 LONE_SURROGATE = '{"text": "a\\ud800b"}'
 
 
@@ -43,6 +44,17 @@ def test_deeply_nested_json_is_a_400(anon_client, user_client, url):
     response = client.post(url, DEEP, content_type="application/json")
 
     assert_json_4xx(response, 400, "JSON")
+
+
+@pytest.mark.parametrize("url", ["/api/v1/auth/login", "/api/v1/auth/register",
+                                 "/api/v1/user/auth"])
+def test_a_caller_not_signed_in_may_not_send_a_large_body(anon_client, url):
+    body = '{"email": "a@example.com", "password": "' + "x" * 70_000 + '"}'
+
+    response = anon_client.post(url, body, content_type="application/json")
+
+    assert response.status_code == 413
+    assert "65536 bytes" in response.content.decode()
 
 
 def test_a_lone_surrogate_in_run_input_is_a_400_naming_it(user_client):

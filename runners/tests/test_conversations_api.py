@@ -97,6 +97,9 @@ def test_bad_limit_answers_400(user_client, agent):
     assert "limit" in response.json()["errors"]
 
 
+# A state write runs on a pool thread of its own, with its own database connection: it sees
+# only what is committed.
+@pytest.mark.django_db(transaction=True)
 def test_patch_sets_and_deletes_state_keys(user_client, agent):
     conversation = open_conversation(user_client, agent, state={"a": 1, "b": 2})
 
@@ -105,6 +108,38 @@ def test_patch_sets_and_deletes_state_keys(user_client, agent):
 
     assert response.status_code == 200
     assert (response.json()["title"], response.json()["state"]) == ("New", {"app:c": 3, "b": 2})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("state, named", [
+    ({f"k{n}": n for n in range(6)}, "LANGHOST_STATE_MAX_KEYS"),
+    ({"big": "x" * 300_000}, "262144"),
+    ({"a": "x" * 200_000, "b": "x" * 200_000}, "LANGHOST_STATE_MAX_BYTES"),
+])
+def test_state_over_a_limit_is_refused_naming_it_and_nothing_is_written(user_client, agent,
+                                                                       settings, state, named):
+    settings.LANGHOST_STATE_MAX_KEYS, settings.LANGHOST_STATE_MAX_BYTES = 5, 300_000
+    conversation = open_conversation(user_client, agent, state={"kept": 1})
+
+    response = user_client.patch(f"{conversations_url(agent)}/{conversation['id']}",
+                                 {"state": state}, format="json")
+
+    assert response.status_code == 422 and named in response.json()["detail"]
+    assert "state" in response.json()["errors"]
+    assert list(AgentRunnerState.objects.values_list("state_key", flat=True)) == ["kept"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keys_written_one_patch_at_a_time_are_bounded_too(user_client, agent, settings):
+    settings.LANGHOST_STATE_MAX_KEYS = 5
+    conversation = open_conversation(user_client, agent)
+    url = f"{conversations_url(agent)}/{conversation['id']}"
+
+    answers = [user_client.patch(url, {"state": {f"k{n}": n}}, format="json").status_code
+               for n in range(6)]
+
+    assert answers == [200] * 5 + [422]
+    assert AgentRunnerState.objects.count() == 5
 
 
 def test_delete_answers_204_then_the_conversation_is_gone(user_client, agent):

@@ -34,6 +34,7 @@ from rest_framework.response import Response
 
 from langhost.api import BadInput, Conflict, Gone, Unprocessable
 from langhost.async_views import AsyncDispatch
+from langhost.heavy_writes import heavy_write
 from langhost.parsers import StrictJSONParser
 from ledger.models import Artifact, Conversation
 from ledger.selectors import conversations as conversation_selectors
@@ -196,6 +197,8 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
             )
         except conversation_services.ConversationExists as exc:
             raise Conflict(str(exc)) from exc
+        except conversation_services.StateLimit as exc:
+            raise Unprocessable(str(exc), field="state") from exc
         state = conversation_selectors.get_state(conversation, identity)
         return Response(conversation_dict(conversation, state=state, entries=[]),
                         status=status.HTTP_201_CREATED)
@@ -226,16 +229,23 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         return Response(conversation_dict(conversation, state=state, entries=entries))
 
     @extend_schema(request=UpdateConversationSerializer, responses=ConversationStateSerializer)
-    def partial_update(self, request, conversation_id=None, **kwargs):
-        conversation = self.get_conversation(conversation_id)
+    async def partial_update(self, request, conversation_id=None, **kwargs):
         body = UpdateConversationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        # The whole write runs apart from the thread that starts and ends runs.
+        return await heavy_write(self._updated, conversation_id, body.validated_data)
+
+    def _updated(self, conversation_id: str, data: dict) -> Response:
+        conversation = self.get_conversation(conversation_id)
         identity = door.state_identity(self.get_agent(), conversation)
-        if "title" in body.validated_data:
-            conversation.title = body.validated_data["title"]
+        if "title" in data:
+            conversation.title = data["title"]
             conversation.save(update_fields=["title", "updated_at"])
-        state = conversation_services.update_state(conversation, identity,
-                                           body.validated_data.get("state") or {})
+        try:
+            state = conversation_services.update_state(conversation, identity,
+                                                       data.get("state") or {})
+        except conversation_services.StateLimit as exc:
+            raise Unprocessable(str(exc), field="state") from exc
         return Response(conversation_dict(conversation, state=state))
 
     def destroy(self, request, conversation_id=None, **kwargs):
