@@ -75,3 +75,4 @@ bench: install-test
 	$(PY) bench/run_overhead.py
 	$(PY) bench/http_overhead.py
 	$(PY) bench/llm_overhead.py
+	$(PY) bench/isolation.py

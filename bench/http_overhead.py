@@ -55,14 +55,19 @@ class KeepAlive:
         self.head = f"Host: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n" + (
             f"Authorization: Bearer {token}\r\n" if token else "")
         self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.last_headers: dict[str, str] = {}
 
     async def post(self, path: str, body: dict) -> tuple[int, dict]:
         """The status and the JSON body of the answer to `POST path` with `body`."""
+        return await self.send("POST", path, body)
+
+    async def send(self, method: str, path: str, body: dict) -> tuple[int, dict]:
+        """The status and the JSON body of the answer to `method path` with `body`."""
         if self.streams is None:
             self.streams = await asyncio.open_connection("127.0.0.1", self.port)
         reader, writer = self.streams
         data = json.dumps(body).encode()
-        writer.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(data)}\r\n\r\n"
+        writer.write(f"{method} {path} HTTP/1.1\r\n{self.head}Content-Length: {len(data)}\r\n\r\n"
                      .encode() + data)
         try:
             status_line, *lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1") \
@@ -71,6 +76,7 @@ class KeepAlive:
             if "content-length" not in headers:
                 raise SystemExit(f"an answer without Content-Length: {status_line}")
             answer = json.loads(await reader.readexactly(int(headers["content-length"])))
+            self.last_headers = headers
         except (asyncio.IncompleteReadError, ConnectionError):
             await self.close()  # the server closed the connection: the next request reopens it
             raise

@@ -46,6 +46,16 @@ async def rendered(response):
         response.render()
     else:
         await sync_to_async(response.render)()
+    return _plain(response)
+
+
+def rendered_here(view, response: Response) -> HttpResponse:
+    """`response` of `view` finalized and rendered in the calling thread: for a handler whose
+    answer is too large to render on the event loop."""
+    return _plain(view.finalize_response(view.request, response).render())
+
+
+def _plain(response: Response) -> HttpResponse:
     plain = HttpResponse(response.content, status=response.status_code,
                          headers=dict(response.items()))
     if "Content-Type" not in response:  # DRF sends none with an empty body (a 204)

@@ -231,8 +231,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "runners.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # Registrations per client address (accounts.signin.ClientAddressThrottle).
+    # A user's writes of conversation state (runners.api.views.conversations).
     "DEFAULT_THROTTLE_RATES": {
-        "register": os.environ.get("LANGHOST_REGISTRATIONS_PER_ADDRESS", "20/hour")},
+        "register": os.environ.get("LANGHOST_REGISTRATIONS_PER_ADDRESS", "20/hour"),
+        "state-writes": os.environ.get("LANGHOST_STATE_WRITES_PER_USER", "2/second")},
 }
 
 SIMPLE_JWT = {
@@ -262,7 +264,7 @@ LANGHOST_PROVIDER_KEY_ENV_PREFIX = os.environ.get("LANGHOST_PROVIDER_KEY_ENV_PRE
 # What one user's state may take (ledger.services.conversations): keys per state scope, and
 # bytes of a conversation's state in all (a value takes 256 KiB at most).
 LANGHOST_STATE_MAX_KEYS = int(os.environ.get("LANGHOST_STATE_MAX_KEYS", 1000))
-LANGHOST_STATE_MAX_BYTES = int(os.environ.get("LANGHOST_STATE_MAX_BYTES", 4 * 1024 * 1024))
+LANGHOST_STATE_MAX_BYTES = int(os.environ.get("LANGHOST_STATE_MAX_BYTES", 1024 * 1024))
 # The body a request without a signed-in user may send (sign-in, registration, first admin).
 LANGHOST_ANONYMOUS_BODY_MAX_BYTES = int(os.environ.get("LANGHOST_ANONYMOUS_BODY_MAX_BYTES",
                                                        64 * 1024))

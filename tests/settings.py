@@ -30,3 +30,8 @@ LANGHOST_PLUGINS_DIR.mkdir()
 # runtime's periodic rediscovery would record the plugins and runners only the others have as
 # gone while a test reads them. Each test's gateway discovers when it starts, as in production.
 LANGHOST_RUNTIME_REFRESH_SECONDS = 0
+
+# Tests write state as fast as they like; the throttle's own test sets its rate
+# (runners/tests/test_conversations_api.py).
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
+    **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "state-writes": "10000/second"}}  # noqa: F405

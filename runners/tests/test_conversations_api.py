@@ -301,3 +301,22 @@ def test_another_users_conversation_artifacts_are_404(user_client, member_client
     assert member_client.get(artifacts_url).status_code == 404
     assert member_client.get(f"{artifacts_url}/secret").status_code == 404
     assert upload(member_client, artifacts_url, "mine", b"x").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_writing_state_too_often_is_told_to_wait(user_client, agent, monkeypatch):
+    from django.core.cache import cache
+
+    from runners.api.views.conversations import StateWriteThrottle
+
+    cache.clear()
+    monkeypatch.setattr(StateWriteThrottle, "THROTTLE_RATES", {"state-writes": "2/minute"})
+    conversation = open_conversation(user_client, agent)
+    url = f"{conversations_url(agent)}/{conversation['id']}"
+
+    answers = [user_client.patch(url, {"state": {"k": n}}, format="json") for n in range(2)]
+
+    # The conversation's creation was the first of the two writes a minute.
+    assert [answer.status_code for answer in answers] == [200, 429]
+    assert int(answers[-1]["Retry-After"]) > 0
+    assert user_client.get(url).json()["state"] == {"k": 0}

@@ -31,9 +31,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
 
 from langhost.api import BadInput, Conflict, Gone, Unprocessable
-from langhost.async_views import AsyncDispatch
+from langhost.async_views import AsyncDispatch, rendered_here
 from langhost.heavy_writes import heavy_write
 from langhost.parsers import StrictJSONParser
 from ledger.models import Artifact, Conversation
@@ -162,8 +163,20 @@ class AgentScopedMixin:
 
 # --- conversations ------------------------------------------------------------------------
 
+class StateWriteThrottle(UserRateThrottle):
+    """A user's writes of conversation state, each up to the state's limits: so many a second
+    (`LANGHOST_STATE_WRITES_PER_USER`), so that no user keeps the process busy for everyone."""
+
+    scope = "state-writes"
+
+
 class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSet):
     """A user's conversations with one agent instance."""
+
+    def get_throttles(self):
+        if self.action in ("create", "partial_update"):
+            return [StateWriteThrottle()]
+        return super().get_throttles()
 
     lookup_url_kwarg = "conversation_id"
     lookup_value_regex = r"[^/]+"
@@ -230,12 +243,14 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
 
     @extend_schema(request=UpdateConversationSerializer, responses=ConversationStateSerializer)
     async def partial_update(self, request, conversation_id=None, **kwargs):
+        # All of it (a body of megabytes parsed, written, answered) runs apart from the event
+        # loop and from the thread that starts and ends runs.
+        return await heavy_write(self._updated, request, conversation_id)
+
+    def _updated(self, request, conversation_id: str) -> Response:
         body = UpdateConversationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        # The whole write runs apart from the thread that starts and ends runs.
-        return await heavy_write(self._updated, conversation_id, body.validated_data)
-
-    def _updated(self, conversation_id: str, data: dict) -> Response:
+        data = body.validated_data
         conversation = self.get_conversation(conversation_id)
         identity = door.state_identity(self.get_agent(), conversation)
         if "title" in data:
@@ -246,7 +261,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
                                                        data.get("state") or {})
         except conversation_services.StateLimit as exc:
             raise Unprocessable(str(exc), field="state") from exc
-        return Response(conversation_dict(conversation, state=state))
+        return rendered_here(self, Response(conversation_dict(conversation, state=state)))
 
     def destroy(self, request, conversation_id=None, **kwargs):
         conversation = self.get_conversation(conversation_id)
