@@ -4,6 +4,10 @@
   plugin processes it spawns inherit that group, so one ``killpg`` reaches
   the runtime and every plugin, including plugins orphaned by a runtime
   that was SIGKILLed.
+- The runtime and its plugins get an allow-listed environment (`runtime_environment`):
+  never LangHost's secrets (``DJANGO_SECRET_KEY``, the admin's password, the database's or
+  Redis' URL, provider keys), which a plugin could read from its own environment or from
+  ``/proc/<runtime>/environ``.
 - ``PR_SET_PDEATHSIG(SIGTERM)`` makes the kernel signal the runtime when the
   host dies, even by SIGKILL (EOF on its stdin alone does not stop it).
   SIGTERM rather than SIGKILL: the runtime turns SIGTERM into an orderly
@@ -35,6 +39,11 @@ DEAD_PYPI_INDEX = "http://127.0.0.1:9/simple"
 LOOPBACK_RUNTIME = Path(__file__).with_name("loopback_runtime.py")
 
 TERMINATE_GRACE_SECONDS = 2.0
+# What the runtime and its plugins see of the host's environment: where programs and text
+# encodings are, and the SDK's own settings (but the control token of a ws runtime).
+PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "PYTHONPATH")
+SDK_PREFIX = "LANGBOT_"
+WITHHELD_SDK_VARIABLES = {"LANGBOT_PLUGIN_RUNTIME_CONTROL_TOKEN"}
 
 
 def free_port() -> int:
@@ -54,12 +63,21 @@ def _die_with_parent(parent_pid: int):
     return hook
 
 
+def runtime_environment(runtime_dir: str) -> dict[str, str]:
+    """The runtime's environment: only what it needs of the host's (`PASSED_VARIABLES`, the
+    SDK's `LANGBOT_` settings), its own dir as home, pip pointed nowhere."""
+    env = {name: value for name, value in os.environ.items()
+           if name in PASSED_VARIABLES
+           or (name.startswith(SDK_PREFIX) and name not in WITHHELD_SDK_VARIABLES)}
+    env.update(HOME=str(runtime_dir), PYTHONUNBUFFERED="1",
+               LANGBOT_PLUGIN_PYPI_INDEX_URL=DEAD_PYPI_INDEX)
+    return env
+
+
 async def spawn_runtime(runtime_dir: str, debug_port: int) -> asyncio.subprocess.Process:
     """Start ``rt`` over stdio, its servers on loopback only; it loads plugins from
     ``runtime_dir/data/plugins``."""
-    env = dict(os.environ)
-    env["LANGBOT_PLUGIN_PYPI_INDEX_URL"] = DEAD_PYPI_INDEX
-    env["PYTHONUNBUFFERED"] = "1"
+    env = runtime_environment(runtime_dir)
     return await asyncio.create_subprocess_exec(
         sys.executable,
         str(LOOPBACK_RUNTIME),
