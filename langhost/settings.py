@@ -271,6 +271,8 @@ LANGHOST_ANONYMOUS_BODY_MAX_BYTES = int(os.environ.get("LANGHOST_ANONYMOUS_BODY_
 # Threads for a request's heavy writes (a conversation's state), apart from the thread that
 # starts and ends runs: one user's large write cannot hold up another's run.
 LANGHOST_HEAVY_WRITE_THREADS = int(os.environ.get("LANGHOST_HEAVY_WRITE_THREADS", 2))
+# Confine the plugin runtime and its plugins (runners/runtime/sandbox.py): auto, bwrap, off.
+LANGHOST_PLUGIN_SANDBOX = os.environ.get("LANGHOST_PLUGIN_SANDBOX", "auto")
 LANGHOST_RUNTIME_URL = os.environ.get("LANGHOST_RUNTIME_URL") or None
 LANGHOST_RUNTIME_TOKEN = os.environ.get("LANGHOST_RUNTIME_TOKEN") or None
 # Set in multi-process deployments: `manage.py runtime` owns the link, web processes reach it

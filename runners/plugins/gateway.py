@@ -29,6 +29,7 @@ from runners.runtime import liveness
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLink
 from runners.runtime.loop_bound import Gateway, submit
+from runners.runtime.sandbox import Sandbox, sandbox_for
 from runners.runtime.worker import ChannelGateway
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,17 @@ def instance_id() -> str:
     if not path.exists():
         path.write_text(str(uuid.uuid4()))
     return path.read_text().strip()
+
+
+def plugin_sandbox() -> Sandbox | None:
+    """The sandbox a runtime of this process runs in (`LANGHOST_PLUGIN_SANDBOX`): LangHost's
+    data dir, and its SQLite database wherever it is, out of the plugins' sight."""
+    hidden = [str(settings.DATA_DIR)]
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        hidden.append(str(database["NAME"]))
+        hidden.append(str((database.get("TEST") or {}).get("NAME") or ""))
+    return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, [path for path in hidden if path])
 
 
 def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:
@@ -90,7 +102,8 @@ class LocalGateway:
         url = url if url is not None else settings.LANGHOST_RUNTIME_URL
         token = token if token is not None else settings.LANGHOST_RUNTIME_TOKEN
         link_args = {"url": url, "token": token} if url else {
-            "runtime_dir": self.runtime_dir, "before_spawn": self._prepare_plugins}
+            "runtime_dir": self.runtime_dir, "before_spawn": self._prepare_plugins,
+            "sandbox": plugin_sandbox()}
         self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
                                 on_state_change=self._on_state_change, **link_args)
         self.plugins: list[dict] = []

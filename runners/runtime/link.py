@@ -37,6 +37,7 @@ from runners.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkError, Too
 from runners.runtime.host import HostActions
 from runners.runtime.identity import Identity
 from runners.runtime.process import free_port, spawn_runtime, stop_runtime
+from runners.runtime.sandbox import Sandbox
 from runners.runtime.stdio import StdioConnection
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class RuntimeLink:
         backoff_max: float = 30.0,
         on_state_change: StateCallback | None = None,
         before_spawn: Callable[[], Awaitable[None]] | None = None,
+        sandbox: Sandbox | None = None,
     ):
         if (runtime_dir is None) == (url is None):
             raise ValueError("give exactly one of runtime_dir (stdio) or url (ws)")
@@ -116,6 +118,7 @@ class RuntimeLink:
             os.fspath(transfer_dir) if transfer_dir else self._default_transfer_dir()
         )
         self.worker_policy = worker_policy
+        self.sandbox = sandbox
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.handshake_timeout = handshake_timeout
@@ -130,6 +133,7 @@ class RuntimeLink:
         self.connected_since: float | None = None
         self.last_error: str | None = None
         self.pid: int | None = None
+        self.process_group: int | None = None
         self.log_tail: collections.deque[str] = collections.deque(maxlen=RUNTIME_LOG_LINES)
         self.stopping = False
         # "author/name" of plugins whose process the current runtime reported dead (stdio only).
@@ -242,8 +246,9 @@ class RuntimeLink:
         self.exited_plugins = set()
         if self.before_spawn is not None:
             await self.before_spawn()
-        process = await spawn_runtime(self.runtime_dir, free_port())
-        self.pid = process.pid
+        process = await spawn_runtime(self.runtime_dir, free_port(), self.sandbox)
+        # The runtime's pid, and its process group (bubblewrap's, in a sandbox): its plugins'.
+        self.pid, self.process_group = process.runtime_pid, process.pid
         reading_log = asyncio.create_task(self._read_log(process.stderr))
         try:
             connection = StdioConnection(
@@ -263,7 +268,7 @@ class RuntimeLink:
                 raise RuntimeLinkError(f"runtime exited with code {process.returncode}")
         finally:
             await stop_runtime(process)
-            self.pid = None
+            self.pid = self.process_group = None
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(1.0):
                     await reading_log

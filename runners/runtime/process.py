@@ -8,6 +8,9 @@
   never LangHost's secrets (``DJANGO_SECRET_KEY``, the admin's password, the database's or
   Redis' URL, provider keys), which a plugin could read from its own environment or from
   ``/proc/<runtime>/environ``.
+- Given a `Sandbox`, the runtime runs confined by bubblewrap (`sandbox.py`): the process
+  spawned is bubblewrap, the leader of the group; ``runtime_pid`` on the returned process is
+  the runtime's own pid, the one signals and pings are about.
 - ``PR_SET_PDEATHSIG(SIGTERM)`` makes the kernel signal the runtime when the
   host dies, even by SIGKILL (EOF on its stdin alone does not stop it).
   SIGTERM rather than SIGKILL: the runtime turns SIGTERM into an orderly
@@ -23,11 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
 import sys
 from pathlib import Path
+
+from runners.runtime.sandbox import Sandbox
 
 PR_SET_PDEATHSIG = 1
 
@@ -74,11 +80,41 @@ def runtime_environment(runtime_dir: str) -> dict[str, str]:
     return env
 
 
-async def spawn_runtime(runtime_dir: str, debug_port: int) -> asyncio.subprocess.Process:
-    """Start ``rt`` over stdio, its servers on loopback only; it loads plugins from
-    ``runtime_dir/data/plugins``."""
+def _child_pid(info_fd: int) -> int | None:
+    """The runtime's pid, from what bubblewrap writes to `info_fd` once the sandbox is up;
+    None when it never came up."""
+    decoder, data = json.JSONDecoder(), b""
+    with os.fdopen(info_fd, "rb") as info:
+        while chunk := info.read1(4096):
+            data += chunk
+            with contextlib.suppress(ValueError):
+                return decoder.raw_decode(data.decode())[0]["child-pid"]
+    return None
+
+
+async def spawn_runtime(runtime_dir: str, debug_port: int,
+                        sandbox: Sandbox | None = None) -> asyncio.subprocess.Process:
+    """Start ``rt`` over stdio, its servers on loopback only, confined by `sandbox` if given;
+    it loads plugins from ``runtime_dir/data/plugins``."""
     env = runtime_environment(runtime_dir)
+    info_read, info_write = os.pipe() if sandbox is not None else (None, None)
+    confined = sandbox.argv(runtime_dir, info_write) if sandbox is not None else []
+    try:
+        process = await _spawn(confined, runtime_dir, debug_port, env,
+                               (info_write,) if sandbox is not None else ())
+    finally:
+        if info_write is not None:
+            os.close(info_write)
+    process.runtime_pid = process.pid
+    if info_read is not None:
+        process.runtime_pid = await asyncio.to_thread(_child_pid, info_read) or process.pid
+    return process
+
+
+async def _spawn(confined: list[str], runtime_dir: str, debug_port: int, env: dict,
+                 pass_fds: tuple) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
+        *confined,
         sys.executable,
         str(LOOPBACK_RUNTIME),
         "rt",
@@ -92,6 +128,7 @@ async def spawn_runtime(runtime_dir: str, debug_port: int) -> asyncio.subprocess
         stderr=asyncio.subprocess.PIPE,
         cwd=runtime_dir,
         env=env,
+        pass_fds=pass_fds,
         start_new_session=True,
         preexec_fn=_die_with_parent(os.getpid()),
         # Frames are JSON lines of at most 16 KiB (larger ones are chunked).
@@ -110,7 +147,8 @@ async def stop_runtime(process: asyncio.subprocess.Process) -> None:
     try:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+                # The runtime itself (in a sandbox, not bubblewrap, which would not pass it on).
+                os.kill(getattr(process, "runtime_pid", process.pid), signal.SIGTERM)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(TERMINATE_GRACE_SECONDS):
                     await process.wait()

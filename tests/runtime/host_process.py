@@ -18,7 +18,8 @@ async def main(runtime_dir: str) -> None:
     await link.start()
     await link.wait_ready(scaled(20))
     await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
-    print(json.dumps({"runtime": link.pid, "group": group_pids(link.pid)}), flush=True)
+    print(json.dumps({"runtime": link.pid, "group": group_pids(link.process_group)}),
+          flush=True)
     await asyncio.sleep(3600)
 
 

@@ -59,7 +59,7 @@ async def test_killed_runtime_goes_down_then_ready_again_without_orphans(link):
     states = []
     link.on_state_change = lambda state, reason: states.append(state)
     old_pid = link.pid
-    old_group = group_pids(old_pid)
+    old_group = group_pids(link.process_group)
     assert len(old_group) >= 2, "runtime and its plugin process share a process group"
 
     os.kill(old_pid, signal.SIGKILL)
@@ -105,7 +105,7 @@ async def test_runtime_death_mid_run_raises_link_lost_promptly(link):
 
 @pytest.mark.asyncio
 async def test_stop_leaves_no_runtime_or_plugin_process(link):
-    group = group_pids(link.pid)
+    group = group_pids(link.process_group)
     await link.stop()
     assert link.status()["state"] == "down" and link.status()["pid"] is None
     assert not [pid for pid in group if alive(pid)]
