@@ -87,3 +87,18 @@ async def test_someone_elses_conversation_is_closed_with_4404(conversation, outs
     await socket.connect(timeout=scaled(1))
 
     assert (await socket.receive_output(timeout=scaled(5)))["code"] == 4404
+
+
+async def test_a_frame_nested_too_deeply_is_refused_and_the_socket_stays_open(conversation,
+                                                                               user):
+    socket = await connect(conversation, user)
+    await socket.receive_json_from(timeout=scaled(1))
+
+    await socket.send_to(text_data="[" * 100_000 + "]" * 100_000)
+    refused = await socket.receive_json_from(timeout=scaled(5))
+    await socket.send_json_to({"type": "message", "text": "still here"})
+    frames = await frames_until(socket, "run.finished")
+    await socket.disconnect()
+
+    assert refused == {"type": "error", "status": 400, "detail": "Frames are JSON objects."}
+    assert frames[-1]["status"] == "completed"

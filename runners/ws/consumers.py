@@ -271,7 +271,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         try:
             frame = json.loads(text_data or "")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python parses
             await self._send({"type": "error", "status": 400, "detail": "Frames are JSON objects."})
             return
         if not isinstance(frame, dict) or frame.get("type") != "message":
