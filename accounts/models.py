@@ -157,3 +157,29 @@ class KnownAddress(models.Model):
 
     def __str__(self):
         return f"{self.user} from {self.address}"
+
+
+class Invitation(models.Model):
+    """A project's owner asks someone, by email, to join it; the person with that email
+    accepts (and becomes a member) or declines. Whether an account has that email is never
+    said to the owner."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "email"],
+                                               name="unique_project_invitation")]
+
+    def __str__(self):
+        return f"{self.email} to {self.project}"
+
+    def accept(self, user) -> "Membership":
+        """`user` (whose email the invitation names) joins the project; the invitation ends."""
+        membership, _ = Membership.objects.get_or_create(project=self.project, user=user)
+        self.delete()
+        return membership

@@ -86,7 +86,21 @@ class MemberSerializer(serializers.Serializer):
     email = serializers.EmailField()
 
     def validate_email(self, value):
-        try:
-            return User.objects.get(email__iexact=value)
-        except User.DoesNotExist as exc:
-            raise serializers.ValidationError("No user has this email address.") from exc
+        return value.lower()
+
+
+class InvitedSerializer(serializers.Serializer):
+    """What inviting answers, the same whether an account has the email or not."""
+
+    email = serializers.EmailField()
+    status = serializers.CharField(help_text="`invited`: the person with this email may accept.")
+
+
+class InvitationSerializer(serializers.Serializer):
+    """An invitation to the signed-in user."""
+
+    id = serializers.UUIDField()
+    project_id = serializers.UUIDField(source="project.pk")
+    project_name = serializers.CharField(source="project.name")
+    invited_by = serializers.EmailField(source="invited_by.email")
+    created_at = serializers.DateTimeField()

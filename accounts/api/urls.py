@@ -5,6 +5,7 @@ from langhost.api import OptionalSlashRouter
 
 router = OptionalSlashRouter()
 router.register("projects", views.ProjectViewSet, basename="project")
+router.register("invitations", views.InvitationViewSet, basename="invitation")
 
 urlpatterns = [
     path("auth/register", views.RegisterView.as_view(), name="auth-register"),

@@ -11,7 +11,7 @@ from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.api import serializers
 from accounts.authentication import require_current, revoke
-from accounts.models import Membership, Project, User
+from accounts.models import Invitation, Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
 from accounts.signin import ClientAddressThrottle, remember_sign_in
 from accounts.tokens import token_pair
@@ -124,24 +124,24 @@ class ProjectViewSet(viewsets.ModelViewSet):
     @extend_schema(
         methods=["POST"],
         request=serializers.MemberSerializer,
-        responses={201: serializers.UserSerializer, 200: serializers.UserSerializer},
+        responses={202: serializers.InvitedSerializer},
     )
     @action(detail=True, methods=["get", "post"], filter_backends=[])
     def members(self, request, pk=None):
-        """List members (in the list envelope), or add one by email (owner only).
+        """List members (in the list envelope), or invite someone by email (owner only).
 
-        Adding returns the member: 201 when newly added, 200 when already a member.
+        Inviting answers 202 `{email, status: "invited"}` whether or not an account has that
+        email: the person with it joins by accepting (`POST invitations/{id}/accept`).
         """
         project = self.get_object()
         if request.method == "POST":
             serializer = serializers.MemberSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
-            member = serializer.validated_data["email"]
-            _, created = Membership.objects.get_or_create(project=project, user=member)
-            return Response(
-                serializers.UserSerializer(member).data,
-                status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
-            )
+            email = serializer.validated_data["email"]
+            Invitation.objects.get_or_create(project=project, email=email,
+                                             defaults={"invited_by": request.user})
+            return Response({"email": email, "status": "invited"},
+                            status=status.HTTP_202_ACCEPTED)
         page = self.paginate_queryset(project.members.order_by("email"))
         return self.get_paginated_response(serializers.UserSerializer(page, many=True).data)
 
@@ -150,4 +150,35 @@ class ProjectViewSet(viewsets.ModelViewSet):
         project = self.get_object()
         user = get_object_or_404(User, pk=user_id)
         Membership.objects.filter(project=project, user=user).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InvitationViewSet(viewsets.GenericViewSet):
+    """The signed-in user's invitations to projects: list, accept (join the project), decline.
+    Someone else's invitation is not found."""
+
+    serializer_class = serializers.InvitationSerializer
+    lookup_value_regex = UUID
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Invitation.objects.none()
+        return (Invitation.objects.filter(email__iexact=self.request.user.email)
+                .select_related("project", "invited_by").order_by("created_at"))
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(request=None, responses=serializers.ProjectSerializer)
+    @action(detail=True, methods=["post"])
+    def accept(self, request, pk=None):
+        invitation = self.get_object()
+        project = invitation.project
+        invitation.accept(request.user)
+        return Response(serializers.ProjectSerializer(project,
+                                                      context={"request": request}).data)
+
+    def destroy(self, request, pk=None):
+        self.get_object().delete()
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -2,12 +2,58 @@ def members_url(project):
     return f"/api/v1/projects/{project.pk}/members"
 
 
-def test_owner_adds_member_by_email(user_client, project, outsider):
-    response = user_client.post(members_url(project), {"email": "MALLORY@example.com"}, format="json")
+def invite_and_accept(owner_client, invitee_client, project, email="mallory@example.com"):
+    owner_client.post(members_url(project), {"email": email}, format="json")
+    invitation = invitee_client.get("/api/v1/invitations").json()["data"][0]
+    return invitee_client.post(f"/api/v1/invitations/{invitation['id']}/accept")
 
-    assert response.status_code == 201
-    assert response.json()["email"] == "mallory@example.com"
-    assert "password" not in response.json()
+
+def test_inviting_says_the_same_whether_an_account_has_the_email_or_not(user_client,
+                                                                        project, outsider):
+    known = user_client.post(members_url(project), {"email": "MALLORY@example.com"},
+                             format="json")
+    unknown = user_client.post(members_url(project), {"email": "nobody@example.com"},
+                               format="json")
+
+    assert (known.status_code, known.json()) == (202, {"email": "mallory@example.com",
+                                                       "status": "invited"})
+    assert (unknown.status_code, unknown.json()) == (202, {"email": "nobody@example.com",
+                                                           "status": "invited"})
+    assert list(project.members.all()) == []  # nobody joins without accepting
+
+
+def test_the_invitee_sees_the_invitation_and_joins_by_accepting(user_client, outsider_client,
+                                                               project, outsider):
+    user_client.post(members_url(project), {"email": outsider.email}, format="json")
+
+    invitations = outsider_client.get("/api/v1/invitations").json()["data"]
+    joined = outsider_client.post(f"/api/v1/invitations/{invitations[0]['id']}/accept")
+
+    assert [(i["project_name"], i["invited_by"]) for i in invitations] == [
+        (project.name, project.owner.email)]
+    assert joined.status_code == 200 and joined.json()["id"] == str(project.pk)
+    assert list(project.members.all()) == [outsider]
+    assert outsider_client.get("/api/v1/invitations").json()["data"] == []
+
+
+def test_someone_elses_invitation_cannot_be_accepted_or_declined(user_client, project,
+                                                                 outsider, make_user,
+                                                                 jwt_client):
+    user_client.post(members_url(project), {"email": outsider.email}, format="json")
+    invitation = project.invitations.get()
+    eve = jwt_client(make_user("eve@example.com"))
+
+    assert eve.post(f"/api/v1/invitations/{invitation.pk}/accept").status_code == 404
+    assert eve.delete(f"/api/v1/invitations/{invitation.pk}").status_code == 404
+    assert list(project.members.all()) == []
+
+
+def test_declining_ends_the_invitation(user_client, outsider_client, project, outsider):
+    user_client.post(members_url(project), {"email": outsider.email}, format="json")
+    invitation = project.invitations.get()
+
+    assert outsider_client.delete(f"/api/v1/invitations/{invitation.pk}").status_code == 204
+    assert not project.invitations.exists() and list(project.members.all()) == []
 
 
 def test_members_list_uses_the_envelope(user_client, make_project, user, outsider):
@@ -20,7 +66,7 @@ def test_members_list_uses_the_envelope(user_client, make_project, user, outside
 
 
 def test_added_member_can_read_the_project(user_client, outsider_client, project):
-    user_client.post(members_url(project), {"email": "mallory@example.com"}, format="json")
+    invite_and_accept(user_client, outsider_client, project)
 
     response = outsider_client.get(f"/api/v1/projects/{project.pk}")
 
@@ -28,7 +74,7 @@ def test_added_member_can_read_the_project(user_client, outsider_client, project
 
 
 def test_added_member_can_read_the_projects_agents(user_client, outsider_client, agent):
-    user_client.post(members_url(agent.project), {"email": "mallory@example.com"}, format="json")
+    invite_and_accept(user_client, outsider_client, agent.project)
 
     response = outsider_client.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}")
 
@@ -36,16 +82,17 @@ def test_added_member_can_read_the_projects_agents(user_client, outsider_client,
     assert response.json()["name"] == "Ada"
 
 
-def test_adding_a_member_twice_keeps_one_membership(user_client, project, outsider):
-    user_client.post(members_url(project), {"email": outsider.email}, format="json")
-    response = user_client.post(members_url(project), {"email": outsider.email}, format="json")
+def test_inviting_a_member_twice_keeps_one_membership(user_client, outsider_client, project,
+                                                     outsider):
+    invite_and_accept(user_client, outsider_client, project)
+    again = invite_and_accept(user_client, outsider_client, project)
 
-    assert response.status_code == 200
+    assert again.status_code == 200
     assert list(project.members.all()) == [outsider]
 
 
-def test_unknown_email_is_rejected_naming_email(user_client, project):
-    response = user_client.post(members_url(project), {"email": "nobody@example.com"}, format="json")
+def test_an_invalid_email_is_refused_naming_email(user_client, project):
+    response = user_client.post(members_url(project), {"email": "not an email"}, format="json")
 
     assert response.status_code == 400
     assert "email" in response.json()["errors"]
