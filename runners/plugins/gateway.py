@@ -42,6 +42,10 @@ PLUGINS_WATCH_SECONDS = 2.0
 # The runtime's last log lines on its status page: why it keeps failing to start, say.
 RUNTIME_LOG_LINES = 40
 TOOL_CALL_TIMEOUT_SECONDS = 180.0  # what the runtime itself allows a plugin's tool
+# A plugin whose process died is relaunched by the runtime: a run for it waits this long at
+# most (within its own deadline) for it to come back, asking again this often.
+PLUGIN_RETURN_SECONDS = 30.0
+PLUGIN_RETURN_POLL_SECONDS = 0.2
 
 
 def instance_id() -> str:
@@ -265,10 +269,14 @@ class LocalGateway:
             return stored
 
     def _expected_plugins(self) -> set[str]:
-        """Enabled plugins whose folders exist: discovery waits for them (up to its timeout)."""
+        """Enabled plugins whose folders exist: discovery waits for them (up to its timeout),
+        but for those it saw fail."""
+        return self._enabled_plugins() - self._failed_plugins
+
+    def _enabled_plugins(self) -> set[str]:
+        """Enabled plugins whose folders exist and were handed to the runtime."""
         rows = sync_installations_sync(folders.scan(self.plugins_dir), self.instance_id)
-        return ({row.plugin_id for row in rows if row.enabled} - self._failed_plugins
-                - self._held_back.keys())
+        return {row.plugin_id for row in rows if row.enabled} - self._held_back.keys()
 
     def _record_plugin_status(self, listed: set[str],
                               loaded_elsewhere: Collection[str] = ()) -> None:
@@ -343,12 +351,28 @@ class LocalGateway:
                                f"{self.link.state_reason})") from None
 
     async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
+        """The runner's results. A plugin expected here (enabled, its folder present, handed to
+        the runtime) but missing now (its process died, and the runtime is relaunching it) is waited
+        for, up to PLUGIN_RETURN_SECONDS within `item_timeout`: the runtime says so before the
+        runner starts, so asking again runs nothing twice."""
         await self._wait_settled()
-        stream = self.link.run_runner(descriptor.plugin_author, descriptor.plugin_name,
-                                      descriptor.runner_name, context, item_timeout)
-        async with aclosing(stream):
-            async for item in stream:
-                yield item
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + min(item_timeout, PLUGIN_RETURN_SECONDS)
+        while True:
+            stream = self.link.run_runner(descriptor.plugin_author, descriptor.plugin_name,
+                                          descriptor.runner_name, context, item_timeout)
+            async with aclosing(stream):
+                first = await anext(stream, None)
+                if (_plugin_missing(first) and loop.time() < give_up
+                        and f"{descriptor.plugin_author}/{descriptor.plugin_name}"
+                        in await sync_to_async(self._enabled_plugins)()):
+                    await asyncio.sleep(PLUGIN_RETURN_POLL_SECONDS)
+                    continue
+                if first is not None:
+                    yield first
+                async for item in stream:
+                    yield item
+                return
 
     async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
                         parameters: dict, timeout: float = TOOL_CALL_TIMEOUT_SECONDS):
@@ -412,6 +436,16 @@ def apply_plugin_settings(author: str, name: str) -> None:
     Returns at once; the restart and the rediscovery after it run in the background.
     """
     async_to_sync(get_gateway().restart_plugin)(author, name)
+
+
+# What the runtime answers, before starting anything, for a plugin it is relaunching.
+PLUGIN_AWAY_CODES = {"runner.plugin_not_found", "runner.plugin_not_initialized"}
+
+
+def _plugin_missing(result: dict | None) -> bool:
+    """Whether the runtime answered a run with "that plugin is not (yet) there"."""
+    return (isinstance(result, dict) and result.get("type") == "run.failed"
+            and (result.get("data") or {}).get("code") in PLUGIN_AWAY_CODES)
 
 
 def _plugin_id(plugin: dict) -> str:

@@ -36,3 +36,39 @@ async def test_runtime_killed_mid_run_fails_the_run(tmp_path):
         assert await AgentRun.objects.filter(status="running").acount() == 0
     finally:
         await gateway.stop()
+
+
+def plugin_processes(runtime_pid: int) -> list[int]:
+    """The runtime's children: its plugin processes."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == runtime_pid:
+                found.append(int(entry))
+    return found
+
+
+async def test_a_run_for_a_plugin_whose_process_died_waits_for_its_return(tmp_path):
+    gateway = LocalGateway(plugins_dir=plugins_dir_with(tmp_path, "e2e__agent-runner-qa"),
+                           runtime_dir=tmp_path / "runtime", url="", instance="plugin-loss")
+    try:
+        await gateway.discover()
+        plugins = plugin_processes(gateway.link.pid)
+        assert plugins, "the QA plugin runs in a process of its own"
+
+        for pid in plugins:
+            os.kill(pid, signal.SIGKILL)
+        outcome = await Orchestrator(gateway).run_to_end(
+            AgentEventEnvelope(input={"text": "back"}),
+            AgentBinding(binding_id="loss", runner_id="plugin:e2e/agent-runner-qa/default",
+                         timeout_seconds=scaled(30)))
+
+        assert outcome["status"] == "completed", outcome["status_reason"]
+        assert not set(plugin_processes(gateway.link.pid)) & set(plugins)
+    finally:
+        await gateway.stop()
