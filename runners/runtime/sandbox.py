@@ -1,8 +1,9 @@
 """Confining the plugin runtime and its plugins with bubblewrap (Debian's `bubblewrap`).
 
 Inside the sandbox the whole filesystem is read-only; LangHost's data dir (its database,
-secret key, instance id, artifacts) is an empty directory; `/tmp` is private; only the
-runtime's own dir and the plugin folders it loads are writable. The runtime is pid 1 of its
+secret key, instance id, artifacts) is an empty directory; only the runtime's own dir and the
+plugin folders it loads are writable. (`/tmp` stays as it is, read-only: the interpreter or
+the checkout may live there.) The runtime is pid 1 of its
 own pid namespace, so no process of the host is visible (nor its `/proc/<pid>/environ`);
 every capability is dropped (as root, bubblewrap would otherwise keep them, and could undo
 its own mounts); and the sandbox dies with the process that started it. The network is the
@@ -41,8 +42,7 @@ class Sandbox:
 
     def argv(self, runtime_dir: str, info_fd: int) -> list[str]:
         """bubblewrap's arguments for a runtime working in `runtime_dir`, ending in `--`."""
-        argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp"]
+        argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in self.hidden:
             if os.path.isdir(path):
                 argv += ["--tmpfs", path]
