@@ -18,8 +18,13 @@ class PayloadTooLarge(exceptions.APIException):
 
 def body_limit(request) -> int | None:
     """The largest body `request` may send: a caller not signed in sends credentials, never
-    files (`LANGHOST_ANONYMOUS_BODY_MAX_BYTES`); a signed-in one up to the upload limit."""
-    user = getattr(request, "user", None)
+    files (`LANGHOST_ANONYMOUS_BODY_MAX_BYTES`); a signed-in one up to the upload limit.
+
+    Asking never authenticates: DRF's session authentication reads the body for its CSRF
+    check, so while it is under way the session's user is the one that counts."""
+    user = getattr(request, "_user", None)  # set by DRF once authenticated
+    if user is None:
+        user = getattr(getattr(request, "_request", None), "user", None)
     if user is not None and not user.is_authenticated:
         return settings.LANGHOST_ANONYMOUS_BODY_MAX_BYTES
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE

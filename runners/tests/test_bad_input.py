@@ -136,3 +136,17 @@ def test_a_json_upload_of_several_megabytes_is_accepted(user_client, agent):
                                 format="json")
 
     assert response.status_code == 201, response.content[:300]
+
+
+def test_a_json_post_signed_in_by_session_passes_its_csrf_check(user):
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(user)
+    browser.get("/api/v1/projects", HTTP_ACCEPT="text/html")  # sets the CSRF cookie
+    token = browser.cookies["csrftoken"].value
+
+    response = browser.post("/api/v1/projects", {"name": "By session"},
+                            content_type="application/json", HTTP_X_CSRFTOKEN=token)
+
+    assert response.status_code == 201, response.content[:300]
