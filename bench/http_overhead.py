@@ -103,6 +103,16 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen:
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM (it stops its runs and its runtime), then SIGKILL if it lingers."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 async def first_run(server: subprocess.Popen, port: int) -> tuple[float, str]:
     """Seconds from the spawn until a plugin run completed over HTTP, and the access token."""
     started = time.perf_counter()
@@ -191,12 +201,7 @@ async def main(runs: int, seconds: float, tmp: Path) -> None:
             await gateway.stop()
         web_rss, others = rss_mib(server.pid), runtime_rss(server.pid)
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_server(server)
 
     bare, http = results["bare"], results["http"]
     for name, result in results.items():

@@ -15,14 +15,12 @@ under that load over the median without it.
 
 import asyncio
 import os
-import signal
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from http_overhead import RUN_BODY, KeepAlive, first_run, start_server
+from http_overhead import RUN_BODY, KeepAlive, first_run, start_server, stop_server
 from run_overhead import parse_arguments
 
 SLICES = 8
@@ -112,12 +110,7 @@ async def main(runs: int, tmp: Path) -> None:
             await admin.close()
             await user.close()
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_server(server)
 
     ratio = statistics.median(loaded) / statistics.median(idle)
     print(f"  idle: echo run median {statistics.median(idle) * 1000:.2f} ms ({len(idle)} runs)")

@@ -115,20 +115,27 @@ def extra_header_names(provider: ModelProvider) -> list[str]:
         return []
 
 
-def rotate_api_keys_sync() -> tuple[int, list[str]]:
-    """Re-encrypt every provider's stored key and extra headers under the current
-    `SECRET_KEY`: how many providers were, and the names of those with a secret no key in use
-    can read."""
+def rotate_stored_sync(rows, labels: dict[str, bytes]) -> tuple[int, list[str]]:
+    """Re-encrypt the secrets of `rows` (field name → its label) under the current
+    `SECRET_KEY`: how many rows were, and the names of those with a secret no key in use can
+    read (left as they are)."""
     done, unreadable = 0, []
-    for provider in ModelProvider.objects.exclude(api_key_encrypted="",
-                                                  extra_headers_encrypted=""):
+    for row in rows:
         try:
-            provider.api_key_encrypted = rotated(provider.api_key_encrypted, API_KEY_LABEL)
-            provider.extra_headers_encrypted = rotated(provider.extra_headers_encrypted,
-                                                       EXTRA_HEADERS_LABEL)
+            rotations = {field: rotated(getattr(row, field), label)
+                         for field, label in labels.items()}
         except UnreadableKey:
-            unreadable.append(provider.name)
+            unreadable.append(row.name)
             continue
-        provider.save(update_fields=["api_key_encrypted", "extra_headers_encrypted"])
+        for field, token in rotations.items():
+            setattr(row, field, token)
+        row.save(update_fields=list(labels))
         done += 1
     return done, unreadable
+
+
+def rotate_api_keys_sync() -> tuple[int, list[str]]:
+    """`rotate_stored_sync` for providers' keys and extra headers."""
+    return rotate_stored_sync(
+        ModelProvider.objects.exclude(api_key_encrypted="", extra_headers_encrypted=""),
+        {"api_key_encrypted": API_KEY_LABEL, "extra_headers_encrypted": EXTRA_HEADERS_LABEL})

@@ -11,7 +11,7 @@ from runners.providers.secrets import (
     UnreadableKey,
     decrypt,
     encrypt,
-    rotated,
+    rotate_stored_sync,
 )
 from runners.tools.errors import ToolError
 
@@ -57,20 +57,10 @@ def headers(server: McpServer) -> dict[str, str]:
 
 
 def rotate_secrets_sync() -> tuple[int, list[str]]:
-    """Re-encrypt every server's env and headers under the current `SECRET_KEY`: how many
-    servers were, and the names of those with a secret no key in use can read."""
-    done, unreadable = 0, []
-    servers = McpServer.objects.exclude(env_encrypted="", headers_encrypted="")
-    for server in servers:
-        try:
-            server.env_encrypted = rotated(server.env_encrypted, ENV_LABEL)
-            server.headers_encrypted = rotated(server.headers_encrypted, HEADERS_LABEL)
-        except UnreadableKey:
-            unreadable.append(server.name)
-            continue
-        server.save(update_fields=["env_encrypted", "headers_encrypted"])
-        done += 1
-    return done, unreadable
+    """`rotate_stored_sync` for servers' env and headers."""
+    return rotate_stored_sync(
+        McpServer.objects.exclude(env_encrypted="", headers_encrypted=""),
+        {"env_encrypted": ENV_LABEL, "headers_encrypted": HEADERS_LABEL})
 
 
 def _names(read, server: McpServer) -> list[str]:
