@@ -82,12 +82,12 @@ def _trusted(address: str) -> bool:
     return any(ip in network for network in _networks(settings.LANGHOST_TRUSTED_PROXIES))
 
 
-def client_address(request) -> str:
+def client_address(request) -> str | None:
     """The client's address (see the module): also axes' (`AXES_CLIENT_IP_CALLABLE`) and the
-    API throttles'."""
+    API throttles'. None for a request that came from no address (one made in-process)."""
     meta = getattr(request, "META", {}) or {}
-    peer = meta.get("REMOTE_ADDR") or "unknown"
-    if not _trusted(peer):
+    peer = meta.get("REMOTE_ADDR") or None
+    if peer is None or not _trusted(peer):
         return peer
     chain = [part.strip() for part in meta.get("HTTP_X_FORWARDED_FOR", "").split(",")]
     for address in reversed([part for part in chain if part]):
@@ -100,9 +100,10 @@ def remember_sign_in(request, user) -> None:
     """A correct sign-in: its address becomes one the account is not slowed from, and the
     failures of this account from it are forgotten (axes does that itself for the admin's
     sessions only)."""
-    if request is None:
+    address = client_address(request) if request is not None else None
+    if address is None:  # signed in in-process (a test's force_login): nothing to remember
         return
-    KnownAddress.objects.update_or_create(user=user, address=client_address(request),
+    KnownAddress.objects.update_or_create(user=user, address=address,
                                           defaults={"last_signed_in_at": timezone.now()})
     reset_request(request)
 
