@@ -160,10 +160,20 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def runtimes(web_pid: int) -> list[int]:
+    """The web process's runtimes: its children, or theirs when a sandbox (bubblewrap) runs
+    them."""
+    found = []
+    for child in children(web_pid):
+        sandboxed = Path(f"/proc/{child}/comm").read_text().strip() == "bwrap"
+        found.extend(children(child) if sandboxed else [child])
+    return found
+
+
 def runtime_rss(web_pid: int) -> str:
     """The RSS of the runtime (the web process's child) and of its plugin processes."""
     parts = []
-    for runtime in children(web_pid):
+    for runtime in runtimes(web_pid):
         parts.append(f"runtime {rss_mib(runtime):.0f} MiB")
         parts.extend(f"plugin {rss_mib(plugin):.0f} MiB" for plugin in children(runtime))
     return ", ".join(parts) or "no runtime process"
