@@ -42,12 +42,14 @@ _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 
 # pip must never reach the network even if a flag is lost (runtime-protocol.md section 9).
 DEAD_PYPI_INDEX = "http://127.0.0.1:9/simple"
-LOOPBACK_RUNTIME = Path(__file__).with_name("loopback_runtime.py")
+RUNTIME_MAIN = Path(__file__).with_name("runtime_main.py")
 
 TERMINATE_GRACE_SECONDS = 2.0
 # What the runtime and its plugins see of the host's environment: where programs and text
-# encodings are, and the SDK's own settings (but the control token of a ws runtime).
-PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "PYTHONPATH")
+# encodings are, the SDK's own settings (but the control token of a ws runtime), and how
+# many crashes in a row stop a plugin (`runtime_main.py`).
+PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "PYTHONPATH",
+                    "LANGHOST_PLUGIN_MAX_CRASHES")
 SDK_PREFIX = "LANGBOT_"
 WITHHELD_SDK_VARIABLES = {"LANGBOT_PLUGIN_RUNTIME_CONTROL_TOKEN"}
 
@@ -96,7 +98,7 @@ async def spawn_runtime(runtime_dir: str, debug_port: int,
                         sandbox: Sandbox | None = None) -> asyncio.subprocess.Process:
     """Start ``rt`` over stdio, its servers on loopback only, confined by `sandbox` if given;
     it loads plugins from ``runtime_dir/data/plugins``."""
-    env = runtime_environment(runtime_dir)
+    env = runtime_environment(runtime_dir) | (sandbox.runtime_environment() if sandbox else {})
     info_read, info_write = os.pipe() if sandbox is not None else (None, None)
     confined = sandbox.argv(runtime_dir, info_write) if sandbox is not None else []
     try:
@@ -116,7 +118,7 @@ async def _spawn(confined: list[str], runtime_dir: str, debug_port: int, env: di
     return await asyncio.create_subprocess_exec(
         *confined,
         sys.executable,
-        str(LOOPBACK_RUNTIME),
+        str(RUNTIME_MAIN),
         "rt",
         "--stdio-control",
         "--skip-deps-check",

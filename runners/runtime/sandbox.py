@@ -6,8 +6,11 @@ plugin folders it loads are writable. (`/tmp` stays as it is, read-only: the int
 the checkout may live there.) The runtime is pid 1 of its
 own pid namespace, so no process of the host is visible (nor its `/proc/<pid>/environ`);
 every capability is dropped (as root, bubblewrap would otherwise keep them, and could undo
-its own mounts); and the sandbox dies with the process that started it. The network is the
-host's: plugins may call out, and the runtime listens on loopback for them.
+its own mounts) but the one bubblewrap needs to start each plugin in a sandbox of its own
+(`runtime_main.py`), where a plugin sees neither the runtime's dir nor the other plugins' and
+has no capability at all; and the sandbox dies with the process that started it. The network
+is the host's: plugins may call out, and the runtime listens on loopback for them. Where
+sandboxes cannot nest (bubblewrap without root), the plugins share the runtime's.
 
 `LANGHOST_PLUGIN_SANDBOX`: `auto` (confine when bubblewrap works here, else run unconfined
 and say so in the log), `bwrap` (confine, or do not start the runtime), `off`.
@@ -39,6 +42,7 @@ class Sandbox:
 
     hidden: tuple[str, ...]
     bwrap: str
+    per_plugin: bool  # each plugin in a sandbox of its own, inside the runtime's
 
     def argv(self, runtime_dir: str, info_fd: int) -> list[str]:
         """bubblewrap's arguments for a runtime working in `runtime_dir`, ending in `--`."""
@@ -52,9 +56,14 @@ class Sandbox:
         # outermost first.
         for path in sorted(_writable(runtime_dir), key=lambda path: path.count(os.sep)):
             argv += ["--bind", path, path]
+        argv += ["--cap-drop", "ALL", *(["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else [])]
         return argv + ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--as-pid-1",
-                       "--die-with-parent", "--cap-drop", "ALL", "--info-fd", str(info_fd),
-                       "--chdir", runtime_dir, "--"]
+                       "--die-with-parent", "--info-fd", str(info_fd), "--chdir", runtime_dir,
+                       "--"]
+
+    def runtime_environment(self) -> dict[str, str]:
+        """What the runtime is told about sandboxing its plugins (`runtime_main.py`)."""
+        return {"LANGHOST_PLUGIN_BWRAP": self.bwrap} if self.per_plugin else {}
 
 
 def _writable(runtime_dir: str) -> set[str]:
@@ -66,14 +75,20 @@ def _writable(runtime_dir: str) -> set[str]:
     return places
 
 
+def _confining(bwrap: str, *caps: str) -> list[str]:
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+            "--die-with-parent", "--cap-drop", "ALL", *caps, "--"]
+
+
 @functools.cache
-def _probe(bwrap: str) -> str | None:
-    """Why bubblewrap cannot confine a process here, or None when it can."""
+def _probe(bwrap: str, nested: bool) -> str | None:
+    """Why bubblewrap cannot confine a process here (`nested`: inside a runtime's sandbox),
+    or None when it can."""
+    argv = [*_confining(bwrap), sys.executable, "-c", "pass"]
+    if nested:
+        argv = [*_confining(bwrap, "--cap-add", "CAP_SYS_ADMIN"), *argv]
     try:
-        done = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL", "--", sys.executable,
-             "-c", "pass"], capture_output=True, timeout=30, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.decode(errors="replace").strip()
@@ -87,9 +102,13 @@ def sandbox_for(mode: str, hidden: list[str]) -> Sandbox | None:
     if mode == "off":
         return None
     bwrap = shutil.which("bwrap")
-    problem = _probe(bwrap) if bwrap else "bubblewrap is not installed (apt install bubblewrap)"
+    problem = _probe(bwrap, False) if bwrap else "bubblewrap is not installed (apt install bubblewrap)"
     if problem is None:
-        return Sandbox(hidden=tuple(os.path.realpath(path) for path in hidden), bwrap=bwrap)
+        nesting_problem = _probe(bwrap, True)
+        if nesting_problem:
+            logger.warning("plugins share their runtime's sandbox: %s", nesting_problem)
+        return Sandbox(hidden=tuple(os.path.realpath(path) for path in hidden), bwrap=bwrap,
+                       per_plugin=nesting_problem is None)
     if mode == "bwrap":
         raise SandboxUnavailable(f"the plugin sandbox cannot start: {problem}")
     logger.warning("plugins run unconfined (LANGHOST_PLUGIN_SANDBOX=auto): %s", problem)

@@ -1,9 +1,11 @@
 """Plugins without the host's secrets: a real plugin, run by the real runtime, finds none of
 LangHost's secrets in its environment or in its runtime's, and (confined by bubblewrap,
-`make test` installs it) cannot read LangHost's files or see its processes."""
+`make test` installs it) cannot read LangHost's files, another plugin's files or the
+runtime's, nor see their processes."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -11,6 +13,7 @@ from django.conf import settings
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.plugins.gateway import plugin_sandbox
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +28,9 @@ SECRETS = {
 
 
 async def test_a_plugin_finds_no_secret_of_the_host_in_any_environment(own_gateway,
-                                                                       monkeypatch):
+                                                                       monkeypatch, settings):
+    # Unconfined, so that the plugin can read its runtime's environment: the allow-list alone.
+    settings.LANGHOST_PLUGIN_SANDBOX = "off"
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LANGBOT_PLUGIN_RUNTIME_PROFILE", "passed-on")  # the SDK's own settings
@@ -47,21 +52,29 @@ async def test_a_plugin_finds_no_secret_of_the_host_in_any_environment(own_gatew
 
 async def test_a_confined_plugin_cannot_read_the_hosts_files_or_see_its_processes(
         own_gateway):
-    if plugin_sandbox() is None:
-        pytest.skip("bubblewrap cannot confine plugins here: `make servers` installs it")
-    mine = settings.BASE_DIR / "README.md"  # a file that is no secret: still readable
+    sandbox = plugin_sandbox()
+    if sandbox is None or not sandbox.per_plugin:
+        pytest.skip("bubblewrap cannot confine each plugin here: `make servers` installs it")
+    gateway = await own_gateway("e2e__agent-runner-qa", "e2e__tools-demo")
+    await gateway.discover(scaled(20))  # the runtime up, its plugins linked into its dir
+    own = gateway.plugins_dir / "e2e__agent-runner-qa" / "manifest.yaml"
+    mine = [str(settings.BASE_DIR / "README.md"), str(own)]  # no secrets: still readable
     secrets = [settings.DATA_DIR / "secret_key", f"/proc/{os.getpid()}/environ",
-               f"/proc/{os.getppid()}/environ"]
+               f"/proc/{os.getppid()}/environ", Path(gateway.link.runtime_dir) / "data" / "plugins",
+               gateway.plugins_dir / "e2e__tools-demo" / "manifest.yaml",
+               gateway.plugins_dir / "e2e__tools-demo" / "main.py"]
     if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         secrets.append(settings.DATABASES["default"]["NAME"])
-    assert all(os.path.exists(path) for path in secrets)
-    gateway = await own_gateway("e2e__agent-runner-qa")
+    secrets = [str(path) for path in secrets]
+    assert [path for path in secrets if not os.path.exists(path)] == []
 
     outcome = await Orchestrator(gateway).run_to_end(
         AgentEventEnvelope(event_id="snoop-2", event_type="message.received", source="test",
-                           input={"text": json.dumps([*map(str, secrets), str(mine)])}),
+                           input={"text": json.dumps([*secrets, *mine])}),
         AgentBinding(binding_id="snoop", runner_id="plugin:e2e/agent-runner-qa/snoop"))
 
-    readable = json.loads(outcome["messages"][0]["data"]["message"]["content"])["readable"]
-    assert readable.pop(str(mine)) is True
-    assert readable == {str(path): False for path in secrets}
+    report = json.loads(outcome["messages"][0]["data"]["message"]["content"])
+    assert {path: report["readable"].pop(path) for path in mine} == dict.fromkeys(mine, True)
+    assert report["readable"] == {path: False for path in secrets}
+    assert report["runtime_env"] is None or str(gateway.link.runtime_dir) not in json.dumps(
+        report["runtime_env"])

@@ -1,0 +1,115 @@
+"""Start the SDK's plugin runtime (`rt`, its own CLI) the way LangHost runs it.
+
+- **Loopback only.** The SDK binds its WebSocket servers to 0.0.0.0 and answers `/healthz` on
+  them to anyone. LangHost drives the runtime over stdio and its plugin processes reach it
+  over loopback, so here every server binds 127.0.0.1 and `/healthz` goes through the
+  server's authentication like any other request.
+- **Each plugin in its own sandbox** (when the host passes `LANGHOST_PLUGIN_BWRAP`, the path
+  of bubblewrap): a plugin sees the filesystem read-only, its own folder writable, and neither
+  the runtime's dir nor the other plugins' folders (empty directories); it has no capability
+  and its own pid namespace.
+- **Each plugin's log is its own**: its stderr lines reach the runtime's log prefixed with
+  `[plugin <author>__<name>]`, so the host can tell whose error a line is.
+- **Crash loops stop**: after `LANGHOST_PLUGIN_MAX_CRASHES` exits in a row, each within the
+  SDK's stable window of its start, the runtime stops restarting the plugin and says so.
+
+Run by path (`python runtime_main.py rt …`), the SDK unmodified on disk.
+"""
+
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from langbot_plugin.cli import main
+from langbot_plugin.runtime.io.controllers.stdio import client
+from langbot_plugin.runtime.io.controllers.ws import server
+from langbot_plugin.runtime.plugin import mgr
+
+LOOPBACK = "127.0.0.1"
+BWRAP = os.environ.pop("LANGHOST_PLUGIN_BWRAP", "")
+MAX_CRASHES = int(os.environ.pop("LANGHOST_PLUGIN_MAX_CRASHES", "5"))
+_init = server.WebSocketServerController.__init__
+_launch_plugin = mgr.PluginManager.launch_plugin
+_crashes: dict[str, int] = {}  # plugin path: exits in a row, each soon after its start
+
+
+def _init_on_loopback(self, port, *, host=LOOPBACK, **options):
+    _init(self, port, host=LOOPBACK, **options)
+
+
+def _no_public_health(connection, request, health_snapshot_provider=None):
+    return None  # not answered before authentication: a request without credentials gets 401
+
+
+def plugin_sandbox_argv(bwrap: str, plugin_path: str) -> list[str]:
+    """bubblewrap's arguments for the plugin in `plugin_path`, ending in `--`."""
+    own = os.path.realpath(plugin_path)
+    runtime_dir = os.path.realpath(os.getcwd())
+    plugins = Path(runtime_dir, "data", "plugins")
+    others = {os.path.realpath(entry) for entry in plugins.iterdir()} if plugins.is_dir() else set()
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", runtime_dir]
+    for other in sorted(others - {own}):
+        if not other.startswith(runtime_dir + os.sep):  # else hidden with the runtime's dir
+            argv += ["--tmpfs", other]
+    return argv + ["--bind", own, own, "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+                   "--new-session", "--cap-drop", "ALL", "--chdir", own, "--"]
+
+
+async def _relay(stream: asyncio.StreamReader, prefix: str) -> None:
+    while line := await stream.readline():
+        sys.stderr.write(f"{prefix} {line.decode(errors='replace').rstrip()}\n")
+    sys.stderr.flush()
+
+
+class PluginProcess(client.StdioClientController):
+    """A plugin's process, confined when the host asks, its stderr relayed with its name."""
+
+    def __init__(self, command, args, env, working_dir=".", **options):
+        options["capture_stderr"] = True
+        self.prefix = f"[plugin {os.path.basename(os.path.normpath(working_dir))}]"
+        if BWRAP:
+            command, args = BWRAP, [*plugin_sandbox_argv(BWRAP, working_dir)[1:], command, *args]
+        super().__init__(command, args, env, working_dir, **options)
+
+    async def run(self, new_connection_callback):
+        relays = []
+
+        async def relaying(connection):
+            relays.append(asyncio.create_task(_relay(self.process.stderr, self.prefix)))
+            await new_connection_callback(connection)
+
+        try:
+            await super().run(relaying)
+        finally:
+            # The process is gone: its last lines (a traceback) are in the pipe, or never come.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*relays), timeout=5)
+
+
+async def _launch_until_it_keeps_crashing(self, plugin_path: str):
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        return await _launch_plugin(self, plugin_path)
+    finally:
+        wanted = not self._shutting_down and plugin_path in self._desired_plugin_paths
+        stable = loop.time() - started >= mgr._PLUGIN_STABLE_WINDOW_SEC
+        _crashes[plugin_path] = _crashes.get(plugin_path, 0) + 1 if wanted and not stable else 0
+        if _crashes[plugin_path] >= MAX_CRASHES:
+            name = os.path.basename(os.path.normpath(plugin_path))
+            sys.stderr.write(f"[plugin {name}] stopped after {MAX_CRASHES} crashes in a row\n")
+            sys.stderr.flush()
+            # From the plugin's own supervisor task: it stops wanting the plugin, no cancel.
+            await self.stop_plugin_supervisor(plugin_path)
+
+
+server.WebSocketServerController.__init__ = _init_on_loopback
+server.process_http_request = _no_public_health
+client.StdioClientController = PluginProcess
+mgr.PluginManager.launch_plugin = _launch_until_it_keeps_crashing
+
+if __name__ == "__main__":
+    main()
