@@ -59,6 +59,25 @@ async def test_discovery_does_not_sit_out_its_timeout_for_a_plugin_that_died(bro
     assert time.monotonic() - started < scaled(2)
 
 
+async def test_a_plugin_that_keeps_crashing_is_stopped_with_its_own_reason(own_gateway,
+                                                                          monkeypatch):
+    monkeypatch.setenv("LANGHOST_PLUGIN_MAX_CRASHES", "2")
+    gateway = await own_gateway("e2e__agent-runner-qa", "e2e__broken-plugin")
+    log = gateway.link.log_tail
+
+    await until(lambda: "[plugin e2e__broken-plugin] stopped after 2 crashes in a row" in log)
+    await asyncio.sleep(scaled(3))  # the SDK would have restarted it after 1-2 s
+    await gateway.discover(TIMEOUT)
+
+    broken = await PluginInstallation.objects.aget(author="e2e", name="broken-plugin")
+    assert broken.status == "failed"
+    assert broken.last_error == f"RuntimeError: {REASON} (stopped after 2 crashes in a row)"
+    starts = [line for line in log if line.startswith("[plugin e2e__broken-plugin] Traceback")]
+    assert len(starts) == 2
+    echo = await PluginInstallation.objects.aget(author="e2e", name="agent-runner-qa")
+    assert (echo.status, echo.last_error) == ("initialized", "")
+
+
 def bad_plugins(plugins_dir: Path) -> dict[str, str]:
     """Six broken plugin folders beside the others: `{plugin id: what its reason says}`."""
     def folder(name: str, manifest: str | None, main: str | None = None) -> Path:
