@@ -40,7 +40,7 @@ async def heavy_user_conversation(port: int, admin_token: str) -> tuple[KeepAliv
             "name": "Echo", "slug": "echo", "runner_id": "builtin:echo"})
         assert status == 201, kind
         status, _ = await anyone.post("/api/v1/auth/register", USER)
-        assert status == 201, _
+        assert status == 202, _
         status, tokens = await anyone.post("/api/v1/auth/login", USER)
         assert status == 200, tokens
     finally:

@@ -21,10 +21,7 @@ class RegisterSerializer(serializers.ModelSerializer):
         extra_kwargs = {"first_name": {"required": False}, "last_name": {"required": False}}
 
     def validate_email(self, value):
-        value = value.lower()
-        if User.objects.filter(email__iexact=value).exists():
-            raise serializers.ValidationError("A user with this email already exists.")
-        return value
+        return value.lower()
 
     def validate(self, attrs):
         candidate = User(**{k: v for k, v in attrs.items() if k != "password"})
@@ -36,6 +33,13 @@ class RegisterSerializer(serializers.ModelSerializer):
 
     def create(self, validated_data):
         return User.objects.create_user(**validated_data)
+
+
+class RegistrationReceivedSerializer(serializers.Serializer):
+    """The same answer whether the address was free or not: it reveals no account."""
+
+    email = serializers.EmailField()
+    detail = serializers.CharField()
 
 
 class LoginSerializer(serializers.Serializer):

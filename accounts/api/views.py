@@ -1,4 +1,8 @@
+import contextlib
+
 from django.contrib.auth import authenticate
+from django.contrib.auth.hashers import make_password
+from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions, generics, status, viewsets
@@ -17,9 +21,16 @@ from accounts.signin import ClientAddressThrottle, remember_sign_in
 from accounts.tokens import token_pair
 from langhost.api import UUID
 
+REGISTRATION_RECEIVED = ("Registration received. If no account had this address, it has one "
+                         "now: sign in with its password.")
 
-@extend_schema_view(post=extend_schema(responses={201: serializers.UserSerializer}))
+
+@extend_schema_view(post=extend_schema(
+    responses={202: serializers.RegistrationReceivedSerializer}))
 class RegisterView(generics.CreateAPIView):
+    """Registers an account. The answer is the same (202) whether the address was free or
+    already had an account, which is left as it was: registering tells no one who has one."""
+
     permission_classes = [AllowAny]
     serializer_class = serializers.RegisterSerializer
     throttle_classes = [ClientAddressThrottle]
@@ -28,8 +39,14 @@ class RegisterView(generics.CreateAPIView):
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        user = serializer.save()
-        return Response(serializers.UserSerializer(user).data, status=status.HTTP_201_CREATED)
+        email = serializer.validated_data["email"]
+        if User.objects.filter(email__iexact=email).exists():
+            make_password(serializer.validated_data["password"])  # as long as a new account
+        else:
+            with contextlib.suppress(IntegrityError), transaction.atomic():
+                serializer.save()  # unless a concurrent registration took the address
+        return Response({"email": email, "detail": REGISTRATION_RECEIVED},
+                        status=status.HTTP_202_ACCEPTED)
 
 
 class LoginView(APIView):

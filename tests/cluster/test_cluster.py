@@ -303,7 +303,7 @@ def test_through_deploys_nginx_an_attacking_address_locks_out_itself_only(cluste
 
         assert owner.post(login, json=ADMIN).status_code == 200
         account = {"email": "newcomer@example.com", "password": "Newcomer-Passw0rd-42"}
-        assert newcomer.post("/api/v1/auth/register", json=account).status_code == 201
+        assert newcomer.post("/api/v1/auth/register", json=account).status_code == 202
         assert newcomer.post(login, json=account).status_code == 200
 
 

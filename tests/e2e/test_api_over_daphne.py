@@ -51,7 +51,7 @@ def test_register_login_and_agent_lifecycle(http, admin_credentials):
         json={"email": "grace@example.com", "password": PASSWORD,
               "first_name": "Grace", "last_name": "Hopper"},
     )
-    assert registered.status_code == 201, registered.text
+    assert registered.status_code == 202, registered.text
     assert "password" not in registered.json()
     tokens = login(http, "grace@example.com", PASSWORD)
     assert tokens["token_type"] == "bearer"
