@@ -15,6 +15,7 @@ from langhost.asgi import application, router
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.ws.consumers import RunStreamConsumer
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
@@ -177,6 +178,29 @@ async def test_a_non_member_is_closed_with_4403(project, outsider, user):
     # A run outside every project (a superuser's runner run) is for superusers only.
     orphan = await sync_to_async(seed_run)()
     assert await close_code(f"/ws/runs/{orphan.run_id}/?token={access_token(user)}") == 4403
+
+
+@pytest.mark.parametrize("revoked_by", ["deactivation", "sign-out"])
+async def test_a_viewer_no_longer_signed_in_is_closed_with_4401(user, project, monkeypatch,
+                                                               revoked_by):
+    monkeypatch.setattr(RunStreamConsumer, "RECHECK_SECONDS", 0)
+    run = await sync_to_async(seed_run)(project, status=RunStatus.RUNNING, events=1)
+    token = access_token(user)
+    communicator = await open_stream(f"/ws/runs/{run.run_id}/?token={token}")
+    assert json.loads(await communicator.receive_from(scaled(5)))["sequence"] == 1
+
+    if revoked_by == "deactivation":
+        user.is_active = False
+        await user.asave()
+    else:
+        await sync_to_async(Client().post)("/api/v1/auth/logout", {},
+                                           content_type="application/json",
+                                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    await sync_to_async(add_event)(run, 2)
+
+    frames, code = await collect(communicator)
+    assert code == 4401
+    assert [frame.get("sequence") for frame in frames] in ([], [2])  # sent before the check
 
 
 async def test_anonymous_bad_tokens_and_foreign_origins_are_closed_with_4401(project, user):

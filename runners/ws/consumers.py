@@ -53,8 +53,16 @@ def can_view_run(user, run: AgentRun) -> bool:
     return selectors.can_view_run(user, run)
 
 
+still_signed_in_async = database_sync_to_async(still_signed_in)
+
+
 class RunStreamConsumer(AsyncWebsocketConsumer):
+    """`ws/runs/<run_id>/?after_sequence=N`: a run's events, then its status (README). Every
+    `RECHECK_SECONDS` the viewer is checked to be still signed in as they connected, else the
+    stream closes with 4401."""
+
     POLL_SECONDS = 1.0
+    RECHECK_SECONDS = 5.0
     # The run row appears a moment after `POST /runs?stream=1` announces its id.
     APPEAR_TIMEOUT = 5.0
     APPEAR_POLL = 0.1
@@ -84,6 +92,7 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
         if not await can_view_run(user, run):
             await self.close(code=4403)
             return
+        self.user, self.signed_in = user, (password_digest(user), self.scope.get("auth_token"))
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.joined = True
         self.last_sent = after
@@ -174,12 +183,20 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
         """
         failures_to_close = 5
         failures = 0
+        loop = asyncio.get_running_loop()
+        recheck_at = loop.time() + self.RECHECK_SECONDS
         while not self.finished:
             await asyncio.sleep(self.POLL_SECONDS)
             async with self.lock:
                 if self.finished:
                     return
                 try:
+                    if loop.time() >= recheck_at:
+                        recheck_at = loop.time() + self.RECHECK_SECONDS
+                        if not await still_signed_in_async(self.user, *self.signed_in):
+                            self.finished = True
+                            await self.close(code=4401)
+                            return
                     outcome = await readers.run_outcome(self.run_id)
                     await self._send_from_ledger()
                     if outcome.get("status") in TERMINAL_STATUSES:
