@@ -204,6 +204,9 @@ if REDIS_URL:
                        "capacity": 2000},
         }
     }
+    # Throttles and sign-in failure counts, shared by every process.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -232,9 +235,11 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # Registrations per client address (accounts.signin.ClientAddressThrottle).
     # A user's writes of conversation state (runners.api.views.conversations).
+    # A user's run starts, by any door (runners.conversations.services); not superusers'.
     "DEFAULT_THROTTLE_RATES": {
         "register": os.environ.get("LANGHOST_REGISTRATIONS_PER_ADDRESS", "20/hour"),
-        "state-writes": os.environ.get("LANGHOST_STATE_WRITES_PER_USER", "2/second")},
+        "state-writes": os.environ.get("LANGHOST_STATE_WRITES_PER_USER", "2/second"),
+        "run-starts": os.environ.get("LANGHOST_RUNS_PER_USER", "10/second")},
 }
 
 SIMPLE_JWT = {

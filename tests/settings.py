@@ -31,7 +31,8 @@ LANGHOST_PLUGINS_DIR.mkdir()
 # gone while a test reads them. Each test's gateway discovers when it starts, as in production.
 LANGHOST_RUNTIME_REFRESH_SECONDS = 0
 
-# Tests write state as fast as they like; the throttle's own test sets its rate
-# (runners/tests/test_conversations_api.py).
+# Tests write state and start runs as fast as they like; the throttles' own tests set their
+# rates (runners/tests/test_conversations_api.py, test_messages_api.py).
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
-    **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "state-writes": "10000/second"}}  # noqa: F405
+    **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],  # noqa: F405
+    "state-writes": "10000/second", "run-starts": "10000/second"}}

@@ -37,7 +37,9 @@ class RefusedError(exceptions.APIException):
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, refusals.Refused):
+    if isinstance(exc, refusals.TooManyRuns):
+        exc = exceptions.Throttled(wait=exc.retry_after, detail=exc.detail)  # with Retry-After
+    elif isinstance(exc, refusals.Refused):
         exc = RefusedError(exc)
     response = envelope_exception_handler(exc, context)
     if response is not None and isinstance(exc, RefusedError) and exc.field:

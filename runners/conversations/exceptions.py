@@ -44,3 +44,12 @@ class RunnerUnavailable(Refused):
 
 class StorageFailed(Refused):
     """An input file could not be saved as an artifact."""
+
+
+class TooManyRuns(Refused):
+    """The caller started as many runs as their rate allows (`LANGHOST_RUNS_PER_USER`); the
+    next may start in `retry_after` seconds."""
+
+    def __init__(self, detail: str, *, retry_after: int):
+        super().__init__(detail)
+        self.retry_after = retry_after

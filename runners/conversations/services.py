@@ -18,13 +18,16 @@ conversation with that agent.
 
 import hashlib
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
+from rest_framework.throttling import UserRateThrottle
 
 from ledger import wire
 from ledger.models import AgentRun, Conversation, RunStatus, Transcript
@@ -50,6 +53,7 @@ from runners.conversations.exceptions import (
     NotFound,
     RunnerUnavailable,
     StorageFailed,
+    TooManyRuns,
     Unroutable,
 )
 from runners.conversations.input import (
@@ -148,6 +152,25 @@ class PreparedRun:
 
 
 # --- agent runs -----------------------------------------------------------------------------
+
+class RunStartThrottle(UserRateThrottle):
+    """A user's run starts, by whichever door: so many a second (`LANGHOST_RUNS_PER_USER`),
+    counted in the cache (with Redis, across processes). Superusers and the operator are not
+    counted: they run the platform."""
+
+    scope = "run-starts"
+
+
+def take_run_start(caller: Caller) -> None:
+    """Count a run start of the caller's, or refuse it (nothing written) past their rate."""
+    if caller.is_superuser:
+        return
+    throttle = RunStartThrottle()
+    if not throttle.allow_request(SimpleNamespace(user=caller.user), None):
+        wait = math.ceil(throttle.wait() or 1)
+        raise TooManyRuns(f"Too many runs started; the next may start in {wait} s.",
+                          retry_after=wait)
+
 
 def find_agent(caller: Caller, agent_id, project_id=None) -> AgentInstance:
     """The agent, if the caller may see it (else NotFound)."""
@@ -278,6 +301,7 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
     conversation = (find_conversation(caller, agent, conversation_id)
                     if conversation_id is not None else None)
     require_taking_messages(agent)
+    take_run_start(caller)
     ledger_conversation = conversation.conversation_id if conversation else None
     tree, node = answering_node(agent, ledger_conversation)
     binding = node_binding(agent, tree, node, ledger_conversation, timeout)

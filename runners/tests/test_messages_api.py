@@ -7,9 +7,11 @@ import json
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.core.cache import cache
 
 from ledger.models import AgentRun, Artifact, EventLog, Transcript
 from ledger.services.artifacts import artifacts
+from runners.conversations.services import RunStartThrottle
 from runners.models import AgentInstance, SubAgent
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,
@@ -381,3 +383,24 @@ def test_b3_blobs_at_positions_0_and_2_keep_part_1_untouched(send, conversation)
         {"type": "file_url", "file_url": "https://example.com/b.pdf", "file_name": "b.pdf"},
         {"type": "text", "text": PLACEHOLDER.format(names[1])},
     ]
+
+
+# --- a user's rate of runs -------------------------------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_starting_runs_too_fast_is_told_to_wait_and_others_are_not(
+        send, monkeypatch, member_client, superuser_client, agent):
+    cache.clear()
+    monkeypatch.setattr(RunStartThrottle, "THROTTLE_RATES", {"run-starts": "2/minute"})
+
+    answers = [send({"text": f"hello {n}"})[0] for n in range(3)]
+
+    assert [answer.status_code for answer in answers] == [201, 201, 429]
+    assert int(answers[-1]["Retry-After"]) > 0
+    assert "Too many runs" in answers[-1].json()["detail"]
+    assert AgentRun.objects.count() == 2  # the refused one wrote nothing
+    theirs = member_client.post(conversations_url(agent), {}, format="json").json()["id"]
+    assert send({"text": "mine"}, client=member_client, conversation_id=theirs)[0].status_code == 201
+    run = superuser_client.post("/api/v1/runs", {"agent_id": str(agent.pk), "input": {
+        "text": "the operator is not counted"}}, format="json")
+    assert run.status_code == 201, run.json()
