@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 
 # How long the runs cancelled by a shutdown get to be journaled before the server exits.
 SHUTDOWN_GRACE_SECONDS = 3.0
+# How long a WebSocket client gets to answer the server's close (autobahn's default: 1 s).
+CLOSE_HANDSHAKE_SECONDS = 30.0
 SHUTDOWN_REASON = "host.shutdown: the server is stopping"
 
 
@@ -63,6 +65,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     """
     # daphne.server installs Twisted's asyncio reactor: imported before anything else of Twisted.
     from daphne import http_protocol
+    from daphne import server as daphne_server
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
     from twisted.internet import reactor
@@ -71,6 +74,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
+    _wait_for_close_handshakes(daphne_server)
     loop = reactor._asyncioEventloop
     database_ready = asyncio.Event()
 
@@ -136,6 +140,21 @@ def _start_runtime(database_ready: asyncio.Event) -> None:
 async def _when_set(event: asyncio.Event, then) -> None:
     await event.wait()
     then()
+
+
+def _wait_for_close_handshakes(daphne_server) -> None:
+    """A socket's last frame (a run's final status) may still be unread in a busy client's
+    buffer when the server closes. Autobahn aborts a close the client has not answered within
+    its timeout with a TCP reset, which throws that unread frame away: so it waits longer."""
+    factory = daphne_server.WebSocketFactory
+
+    class PatientWebSocketFactory(factory):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.setProtocolOptions(closeHandshakeTimeout=CLOSE_HANDSHAKE_SECONDS)
+
+    if factory.__name__ != PatientWebSocketFactory.__name__:
+        daphne_server.WebSocketFactory = PatientWebSocketFactory
 
 
 def _pass_bodies_through(request_class) -> None:
