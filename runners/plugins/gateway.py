@@ -176,9 +176,9 @@ class LocalGateway:
         markers = Path(settings.DATA_DIR) / "plugin-requirements"
         errors = {folder.plugin_id: folder.problem for folder in found if folder.problem}
         for folder in found:
-            # One at a time: concurrent pip runs into one environment can break each other.
-            if not folder.problem and (error := await install_requirements(folder.path,
-                                                                           markers)):
+            # One at a time: pip runs take turns for the network and the CPU.
+            if not folder.problem and (error := await install_requirements(
+                    folder.path, markers, self.link.sandbox)):
                 errors[folder.plugin_id] = error
         self._held_back = errors
         if self.database_ready.is_set():

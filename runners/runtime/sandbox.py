@@ -46,6 +46,14 @@ class Sandbox:
 
     def argv(self, runtime_dir: str, info_fd: int) -> list[str]:
         """bubblewrap's arguments for a runtime working in `runtime_dir`, ending in `--`."""
+        argv = self._hiding(_writable(runtime_dir))
+        argv += ["--cap-drop", "ALL", *(["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else [])]
+        return argv + ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--as-pid-1",
+                       "--die-with-parent", "--info-fd", str(info_fd), "--chdir", runtime_dir,
+                       "--"]
+
+    def _hiding(self, writable) -> list[str]:
+        """The filesystem: read-only, `hidden` empty, `writable` (real paths) writable."""
         argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in self.hidden:
             if os.path.isdir(path):
@@ -54,12 +62,16 @@ class Sandbox:
                 argv += ["--ro-bind", "/dev/null", path]
         # After the tmpfs mounts (bubblewrap applies them in order): the writable places,
         # outermost first.
-        for path in sorted(_writable(runtime_dir), key=lambda path: path.count(os.sep)):
+        for path in sorted(writable, key=lambda path: path.count(os.sep)):
             argv += ["--bind", path, path]
-        argv += ["--cap-drop", "ALL", *(["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else [])]
-        return argv + ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--as-pid-1",
-                       "--die-with-parent", "--info-fd", str(info_fd), "--chdir", runtime_dir,
-                       "--"]
+        return argv
+
+    def command_argv(self, writable: list[str]) -> list[str]:
+        """bubblewrap's arguments for a one-off command (pip installing a plugin's packages)
+        that may write only in `writable`, sees nothing `hidden`, and holds no capability."""
+        return self._hiding(map(os.path.realpath, writable)) + [
+            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--"]
 
     def runtime_environment(self) -> dict[str, str]:
         """What the runtime is told about sandboxing its plugins (`runtime_main.py`)."""

@@ -38,13 +38,15 @@ async def qa_gateway(tmp_path_factory):
     await gateway.stop()
 
 
-TOOLS_PLUGINS = ("e2e__tools-demo", "e2e__needs-pyjokes", "e2e__needs-missing-package")
+TOOLS_PLUGINS = ("e2e__tools-demo", "e2e__needs-pyjokes", "e2e__needs-missing-package",
+                 "e2e__pins-old-sdk")
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def tools_gateway(tmp_path_factory):
-    """One real runtime (stdio) with the tool fixture plugins and the two with requirements
-    (one installable, one not), shared by a session's tests; started by the first discovery."""
+    """One real runtime (stdio) with the tool fixture plugins and the three with requirements
+    (one installable, one not, one pinning another SDK), shared by a session's tests; started
+    by the first discovery."""
     tmp = tmp_path_factory.mktemp("tools-runtime")
     gateway = LocalGateway(plugins_dir=plugins_dir_with(tmp, *TOOLS_PLUGINS),
                            runtime_dir=tmp / "runtime", url="", instance="langhost-tools")

@@ -1,9 +1,12 @@
-"""Plugins load as they do in LangBot: requirements installed first (a failure shown on the
-installation), discovery waits for no runner a plugin does not have, and more plugins than
-the runtime's default process cap all load."""
+"""Plugins load as they do in LangBot: requirements installed first, into the plugin's own
+environment and never over LangHost's SDK (a failure shown on the installation), discovery
+waits for no runner a plugin does not have, and more plugins than the runtime's default
+process cap all load."""
 
 import shutil
 import time
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -30,7 +33,10 @@ async def installation(name: str) -> PluginInstallation:
 
 # --- requirements.txt -----------------------------------------------------------------------
 
-async def test_requirements_are_installed_before_the_plugin_loads(gateway):
+SDK_VERSION = version("langbot-plugin")
+
+
+async def test_requirements_are_installed_into_the_plugins_own_environment(gateway):
     # The plugin imports pyjokes at load and in its tool: both work in its process.
     answer = await gateway.call_tool("e2e", "needs-pyjokes", "joke", {}, scaled(10))
     # What the runtime has loaded by now: the fixture's discovery stops waiting for a plugin
@@ -39,7 +45,24 @@ async def test_requirements_are_installed_before_the_plugin_loads(gateway):
     loaded = await installation("needs-pyjokes")
 
     assert answer["package"] == "pyjokes" and answer["joke"]
+    own = requirements.site_packages(gateway.plugins_dir / "e2e__needs-pyjokes")
+    assert Path(answer["loaded_from"]).is_relative_to(own)
     assert (loaded.status, loaded.last_error) == ("initialized", "")
+    with pytest.raises(ModuleNotFoundError):  # not in LangHost's interpreter
+        __import__("pyjokes")
+
+
+async def test_a_plugin_pinning_another_sdk_is_refused_naming_the_pin_and_changes_nothing(
+        gateway):
+    refused = await installation("pins-old-sdk")
+
+    assert refused.status == "failed"
+    assert "langbot-plugin==0.6.0b3" in refused.last_error
+    assert SDK_VERSION in refused.last_error
+    assert version("langbot-plugin") == SDK_VERSION
+    assert not requirements.site_packages(gateway.plugins_dir / "e2e__pins-old-sdk").exists()
+    assert (await installation("needs-pyjokes")).status == "initialized"
+    assert (await RunnerDescriptor.objects.aget(pk="plugin:e2e/tools-demo/default")).available
 
 
 async def test_an_uninstallable_requirement_fails_its_plugin_with_pips_error(gateway):
@@ -73,8 +96,9 @@ def fake_pip(monkeypatch):
     """Stands in for pip: records each requirements file it is asked to install."""
     calls = []
 
-    async def pip_install(path, timeout):
-        calls.append(path.read_text())
+    async def pip_install(lines, folder, timeout, sandbox):
+        calls.append("\n".join(lines) + "\n")
+        requirements.site_packages(folder).mkdir(parents=True, exist_ok=True)
         if "bad" in calls[-1]:
             return 1, "ERROR: No matching distribution found for nothing"
         return 0, "Successfully installed"
@@ -114,9 +138,7 @@ async def test_a_plugin_without_requirements_needs_no_pip(tmp_path, fake_pip):
 
 
 async def test_pip_is_stopped_at_its_timeout(tmp_path):
-    (tmp_path / "requirements.txt").write_text("pyjokes==0.8.3\n")
-
-    code, output = await requirements._pip_install(tmp_path / "requirements.txt", 0.05)
+    code, output = await requirements._pip_install(("pyjokes==0.8.3",), tmp_path, 0.05, None)
 
     assert (code, output) == (124, "pip install did not finish within 0s")
 
