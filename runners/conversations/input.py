@@ -94,6 +94,8 @@ def build_input(parts: list[Part], *, invocation_id: str, save_blobs: bool,
         for name in saved:
             artifacts.delete(scope.project_id, scope.user_id, scope.conversation_id, name)
         raise
-    texts = [part.text for part in parts if part.text is not None]
-    return {"text": texts[0] if texts else None, "contents": contents,
+    # The text parts, the uploads' placeholders among them, as one text (as the SDK's
+    # `RunnerInput.to_text` joins them).
+    texts = [part["text"] for part in contents if part["type"] == "text"]
+    return {"text": " ".join(texts) if texts else None, "contents": contents,
             "attachments": [{k: v for k, v in a.items() if v is not None} for a in attachments]}

@@ -178,8 +178,8 @@ def input_record(event: AgentEventEnvelope) -> dict:
 
 def event_log_row(event: AgentEventEnvelope, run_id, runner_id, **metadata) -> dict:
     return {
-        "event_id": event.event_id, "event_type": event.event_type, "source": event.source,
-        "runner_id": runner_id, "conversation_id": event.conversation_id or "",
+        "event_id": event.event_id, "idempotency_key": event.ledger_key,
+        "event_type": event.event_type, "source": event.source, "runner_id": runner_id, "conversation_id": event.conversation_id or "",
         "thread_id": event.thread_id or "", "project_id": event.project_id or "",
         "actor_type": event.actor.actor_type, "actor_id": event.actor.actor_id or "",
         "subject_type": event.subject.subject_type if event.subject else "",
@@ -208,7 +208,7 @@ def user_transcript_row(event: AgentEventEnvelope) -> dict | None:
         "conversation_id": event.conversation_id, "thread_id": event.thread_id or "",
         "project_id": event.project_id or "", "event_id": event.event_id, "role": "user",
         "author": "user", "content": ledger.transcript_text(event.input.text or ""),
-        "content_json": {"role": "user", "contents": event.input.contents},
+        "content_json": {"role": "user", "content": event.input.contents},  # LangBot's shape
         "attachment_refs": [a.model_dump(exclude_none=True) for a in event.input.attachments],
         "metadata_json": {"actor_type": event.actor.actor_type,
                           "actor_id": event.actor.actor_id},

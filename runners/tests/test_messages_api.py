@@ -330,11 +330,12 @@ def test_b1_inline_blob_becomes_one_artifact_and_a_placeholder_part(send, conver
     assert name == f"artifact_{body['event_id']}_1" and name.startswith("artifact_e-")
     assert artifacts.load(*scope, name).data == blob
     entry = Transcript.objects.filter(conversation_id=conversation).first()
-    parts = entry.content_json["contents"]
+    parts = entry.content_json["content"]
     assert entry.author == "user" and len(parts) == 2
     assert parts[1] == {"type": "text", "text": PLACEHOLDER.format(name)}
     assert b64(blob) not in json.dumps([entry.content_json, entry.attachment_refs])
-    assert body["reply"]["content"] == "echo: here is a file"
+    # The runner's `input.text` joins the text parts, the placeholder among them.
+    assert body["reply"]["content"] == f"echo: here is a file {PLACEHOLDER.format(name)}"
 
 
 def test_b1_runner_input_carries_the_artifact_reference(send, agent, builtin, user_client):
@@ -365,7 +366,7 @@ def test_b2_with_the_flag_off_the_blob_stays_inline(send, agent, conversation):
     send({"text": "inline", "attachments": [{"name": "a.bin", "data": b64(b"abc")}]})
 
     assert not Artifact.objects.exists()
-    parts = Transcript.objects.filter(conversation_id=conversation).first().content_json["contents"]
+    parts = Transcript.objects.filter(conversation_id=conversation).first().content_json["content"]
     assert parts[1] == {"type": "file_base64", "file_base64": b64(b"abc"), "file_name": "a.bin"}
 
 
@@ -374,7 +375,7 @@ def test_b3_blobs_at_positions_0_and_2_keep_part_1_untouched(send, conversation)
                           {"name": "b.pdf", "url": "https://example.com/b.pdf"},
                           {"name": "c", "data": b64(b"c")}]})
 
-    parts = Transcript.objects.filter(conversation_id=conversation).first().content_json["contents"]
+    parts = Transcript.objects.filter(conversation_id=conversation).first().content_json["content"]
     names = sorted(Artifact.objects.values_list("name", flat=True))
     assert [n[-2:] for n in names] == ["_0", "_2"]
     assert names[0].split("_")[1] == names[1].split("_")[1]  # one invocation id
