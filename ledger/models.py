@@ -166,9 +166,11 @@ class Transcript(models.Model):
 
 
 class EventLog(models.Model):
-    """One row per inbound event."""
+    """One row per inbound event. `event_id` is the event's id as its sender gave it;
+    `idempotency_key` is that id made the sender's own, and makes a replay run nothing."""
 
-    event_id = models.CharField(max_length=255, unique=True)
+    event_id = models.CharField(max_length=255, db_index=True)
+    idempotency_key = models.CharField(max_length=255, unique=True)
     event_type = models.CharField(max_length=128)
     source = models.CharField(max_length=64, blank=True, default="")
     run_id = models.CharField(max_length=64, blank=True, default="")
@@ -191,6 +193,10 @@ class EventLog(models.Model):
 
     def __str__(self):
         return f"{self.event_id} {self.event_type}"
+
+    def save(self, *args, **kwargs):
+        self.idempotency_key = self.idempotency_key or self.event_id  # an event of no caller's
+        super().save(*args, **kwargs)
 
 
 class SteeringStatus(models.TextChoices):

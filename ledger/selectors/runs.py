@@ -64,9 +64,14 @@ def cancel_requests(run_ids: list[str]) -> dict[str, str]:
 
 
 @sync_to_async
-def run_outcome_for_event(event_id: str) -> dict:
-    row = sql.first_row(AgentRun, OUTCOME_FIELDS, "event_id = %s", [event_id], order_by="id")
-    return outcome_dict(row) if row else {"run_id": None, "event_id": event_id, "status": None}
+def run_outcome_for_event(idempotency_key: str) -> dict:
+    """The outcome of the run of the event with this key (its event log row names the run)."""
+    logged = EventLog.objects.filter(idempotency_key=idempotency_key).values_list(
+        "event_id", "run_id").first()
+    row = logged and logged[1] and sql.first_row(AgentRun, OUTCOME_FIELDS, "run_id = %s",
+                                                 [logged[1]])
+    return outcome_dict(row) if row else {"run_id": None, "status": None,
+                                          "event_id": logged[0] if logged else idempotency_key}
 
 
 @sync_to_async

@@ -76,7 +76,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
             if user_transcript:
                 insert_rows(Transcript, [user_transcript])
     except IntegrityError:
-        existing = EventLog.objects.filter(event_id=event_log["event_id"]).first()
+        existing = EventLog.objects.filter(idempotency_key=event_log["idempotency_key"]).first()
         if existing is None:
             raise
         raise DuplicateEvent(existing.event_id, existing.run_id or None) from None

@@ -19,7 +19,8 @@ record_results = async_to_sync(services.record_results)
 
 def started(run_id: str = "run-1", event_id: str = "event-1") -> dict:
     return start_run(run={"run_id": run_id, "event_id": event_id, "runner_id": "builtin:echo"},
-                     event_log={"event_id": event_id, "event_type": "message.received"},
+                     event_log={"event_id": event_id, "idempotency_key": event_id,
+                                "event_type": "message.received"},
                      user_transcript=None, owner_id="test-host", scope_keys={"conversation": "c1"})
 
 
@@ -80,7 +81,7 @@ def test_a_run_ends_once_and_keeps_its_first_ending():
 
 def test_rows_are_stored_as_the_orm_stores_them():
     values = {"conversation_id": "conv-1", "role": "user", "content": "hi",
-              "content_json": {"role": "user", "contents": []}}
+              "content_json": {"role": "user", "content": []}}
     Transcript.objects.create(**values)
     insert_rows(Transcript, [values])
 

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.utils import timezone
 from rest_framework.throttling import UserRateThrottle
 
@@ -97,14 +98,17 @@ class Caller:
     def actor(self) -> dict:
         if self.user is None:
             return {"actor_type": "operator", "actor_id": "cli", "actor_name": "operator"}
-        return {"actor_type": "user", "actor_id": str(self.user.pk),
-                "actor_name": self.user.email}
+        # What the runner may know of the user (it may pass it on to a model provider): their
+        # name, not their e-mail, unless LANGHOST_RUNNERS_SEE_EMAIL.
+        name = (self.user.email if settings.LANGHOST_RUNNERS_SEE_EMAIL
+                else f"{self.user.first_name} {self.user.last_name}".strip() or None)
+        return {"actor_type": "user", "actor_id": str(self.user.pk), "actor_name": name}
 
 
-def scoped_event_id(caller: Caller, target: str, client_key: str | None) -> str | None:
-    """The ledger's event id for a caller's idempotency key: the key, made the caller's own.
+def idempotency_key(caller: Caller, target: str, client_key: str | None) -> str | None:
+    """The ledger's idempotency key for a caller's event id: the id, made the caller's own.
 
-    The same key from another caller, or for another agent or runner, is another event.
+    The same id from another caller, or for another agent or runner, is another event.
     """
     if not client_key:
         return None
@@ -207,7 +211,8 @@ def entry_for(author: str, role: str, content_json) -> Entry:
     calls = [call.get("id") for call in message.get("tool_calls") or []
              if isinstance(call, dict) and call.get("id")]
     responses = [message["tool_call_id"]] if role == "tool" and message.get("tool_call_id") else []
-    for part in message.get("contents") or []:
+    content = message.get("content")
+    for part in content if isinstance(content, list) else []:
         if isinstance(part, dict) and part.get("id"):
             if part.get("type") == "function_call":
                 calls.append(part["id"])
@@ -312,11 +317,12 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
         event_input = _saved_input(caller, agent, conversation, parts, invocation_id,
                                    artifact_url)
     event = AgentEventEnvelope(
-        event_id=scoped_event_id(caller, f"agent:{agent.pk}", event_id) or invocation_id,
+        event_id=event_id or invocation_id,
+        idempotency_key=idempotency_key(caller, f"agent:{agent.pk}", event_id),
         conversation_id=ledger_conversation, project_id=str(agent.project_id),
         agent_id=str(agent.pk), actor=caller.actor, input=event_input or {}, source=source,
         event_type=event_type,
-        data={**(event_data or {}), "invocation_id": invocation_id, "agent_name": node.name},
+        data=event_data or {},
     )
     return PreparedRun(event=event, binding=binding, agent=agent, agent_name=node.name,
                        conversation=conversation, client_event_id=event_id)
@@ -378,9 +384,9 @@ async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
     fields = {"event_type": event_type} if event_type else {}
     if event_data:
         fields["data"] = event_data
-    scoped = scoped_event_id(caller, target, event_id)
-    if scoped:
-        fields["event_id"] = scoped
+    if event_id:
+        fields.update(event_id=event_id,
+                      idempotency_key=idempotency_key(caller, target, event_id))
     event = AgentEventEnvelope(conversation_id=conversation_id, actor=caller.actor,
                                input=event_input or {}, source=source, **fields)
     return PreparedRun(event=event, binding=binding, client_event_id=event_id)
@@ -441,7 +447,7 @@ async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> 
     else:
         # A replayed event has no outcome of its own run: the event id finds the earlier one.
         result = prepared.ended or await run_selectors.run_outcome_for_event(
-            prepared.event.event_id)
+            prepared.event.ledger_key)
     return prepared.public({**result, **({"messages": messages} if messages is not None else {})})
 
 

@@ -149,7 +149,8 @@ class Orchestrator:
                                            conversation_id=event.conversation_id),
                     "messages": messages}
         # The event id finds the run even when it was replayed from an earlier submission.
-        run = self.outcomes.pop(run_id, None) or await readers.run_outcome_for_event(event.event_id)
+        run = (self.outcomes.pop(run_id, None)
+               or await readers.run_outcome_for_event(event.ledger_key))
         return {**run, "messages": messages}
 
     @staticmethod

@@ -87,6 +87,14 @@ class AgentEventEnvelope(BaseModel):
     input: EventInput = Field(default_factory=EventInput)
     delivery: Delivery = Field(default_factory=Delivery)
     data: dict[str, Any] = Field(default_factory=dict)
+    # The ledger's key for this event, which makes a replay of it run nothing: its id made
+    # the caller's own (the same id from another caller is another event); default its id.
+    # Not sent to runners.
+    idempotency_key: str | None = Field(default=None, max_length=255)
+
+    @property
+    def ledger_key(self) -> str:
+        return self.idempotency_key or self.event_id
 
     @property
     def trigger_source(self) -> str:

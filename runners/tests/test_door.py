@@ -69,6 +69,8 @@ def test_reusing_someone_elses_event_id_starts_your_own_run(
     assert mallorys["event_id"] == "order-1001"
     assert "alice's secret" not in json.dumps(mallorys)
     assert mallorys["messages"][0]["data"]["message"]["content"] == "echo: mine"
+    # The ledger keeps each caller's id as they sent it (seed 000 looks runs up by it).
+    assert AgentRun.objects.filter(event_id="order-1001").count() == 2
 
 
 def test_a_key_someone_else_used_first_does_not_stop_your_run(

@@ -70,7 +70,7 @@ def test_regular_user_cannot_run_a_runner_directly(user_client):
 
 def test_runs_list_filters_by_status_and_shows_events(superuser_client):
     start(superuser_client, {"runner_id": "builtin:echo", "input": {"text": "a"}, "event_id": "ev-a"})
-    run = AgentRun.objects.get(event_id__startswith="ev-a~")
+    run = AgentRun.objects.get(event_id="ev-a")
 
     listed = superuser_client.get("/api/v1/runs?status=completed").json()
     events = superuser_client.get(f"/api/v1/runs/{run.run_id}/events?after_sequence=1").json()
@@ -81,7 +81,7 @@ def test_runs_list_filters_by_status_and_shows_events(superuser_client):
 
 def test_cancelling_an_ended_run_answers_422_naming_its_status(superuser_client):
     start(superuser_client, {"runner_id": "builtin:echo", "input": {"text": "a"}, "event_id": "ev-c"})
-    run = AgentRun.objects.get(event_id__startswith="ev-c~")
+    run = AgentRun.objects.get(event_id="ev-c")
 
     response = superuser_client.post(f"/api/v1/runs/{run.run_id}/cancel")
 
@@ -91,7 +91,7 @@ def test_cancelling_an_ended_run_answers_422_naming_its_status(superuser_client)
 
 def test_runs_of_other_projects_are_hidden(superuser_client, outsider_client):
     start(superuser_client, {"runner_id": "builtin:echo", "input": {"text": "a"}, "event_id": "ev-h"})
-    run = AgentRun.objects.get(event_id__startswith="ev-h~")
+    run = AgentRun.objects.get(event_id="ev-h")
 
     assert outsider_client.get("/api/v1/runs").json()["pagination"]["total"] == 0
     assert outsider_client.get(f"/api/v1/runs/{run.run_id}").status_code == 404
