@@ -43,7 +43,8 @@ class RegistrationReceivedSerializer(serializers.Serializer):
 
 
 class LoginSerializer(serializers.Serializer):
-    email = serializers.EmailField()
+    # Any account name: a first admin made over LangBot's `user/init` may have a plain one.
+    email = serializers.CharField(max_length=254)
     password = serializers.CharField(max_length=128, style={"input_type": "password"})
 
 

@@ -5,7 +5,9 @@ from rest_framework import serializers
 
 
 class Credentials(serializers.Serializer):
-    user = serializers.EmailField()
+    """LangBot signs in by user name: any name (an e-mail is one), as LangHost's account."""
+
+    user = serializers.CharField(max_length=254)
     password = serializers.CharField(max_length=128)
 
 
