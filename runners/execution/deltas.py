@@ -27,11 +27,15 @@ _TEXT_FIELDS = {"role", "content", "all_content", "msg_sequence", "is_final", "r
 END = object()
 
 
-def new_text(text_so_far: str, content: str, whole: str | None = None) -> str:
+def new_text(text_so_far: str, content: str, whole: str | None = None,
+             final: bool = False) -> str:
     """A delta's new text. The SDK's `all_content` (`whole`), when it extends the text so far,
-    says it; else `content` is the whole text so far if it extends it, or the new text."""
+    says it; else `content` is the whole text so far if it extends it, or the new text. A
+    final delta that repeats the whole text (LangBot's n8n runner) adds nothing."""
     if isinstance(whole, str) and whole.startswith(text_so_far):
         return whole[len(text_so_far):]
+    if final and content == text_so_far:
+        return ""
     if len(content) > len(text_so_far) > 0 and content.startswith(text_so_far):
         return content[len(text_so_far):]
     return content
@@ -43,12 +47,17 @@ def _text_chunk(result) -> dict | None:
         return None
     data = result.get("data")
     chunk = data.get("chunk") if isinstance(data, dict) else None
-    if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str) \
-            or chunk.get("is_final") or result.get("usage") is not None:
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
         return None
     if any(value is not None for key, value in chunk.items() if key not in _TEXT_FIELDS):
         return None
     return chunk
+
+
+def _held_back(result: dict, chunk: dict) -> bool:
+    """Whether a text delta may wait to be merged: not a message's final one, nor one that
+    reports usage."""
+    return not chunk.get("is_final") and result.get("usage") is None
 
 
 def _mergeable(pending: dict, result: dict, chunk: dict) -> bool:
@@ -112,13 +121,15 @@ async def coalesced(stream: AsyncIterator[dict],
             chunk = _text_chunk(result)
             first = False
             if chunk is not None:
-                text = new_text(text_so_far, chunk["content"], chunk.get("all_content"))
-                first = not text_so_far  # the first text of a message is never held
-                text_so_far += text
+                text = new_text(text_so_far, chunk["content"], chunk.get("all_content"),
+                                bool(chunk.get("is_final")))
+                # The first text of a message, and the last, are never held.
+                first = not text_so_far or not _held_back(result, chunk)
+                text_so_far = "" if chunk.get("is_final") else text_so_far + text
                 chunk = {key: value for key, value in chunk.items()
                          if value is not None and key != "all_content"}
                 chunk["content"] = text
-                if pending is not None and _mergeable(pending, result, chunk):
+                if pending is not None and not first and _mergeable(pending, result, chunk):
                     pending[MERGED_FROM] = pending.get(MERGED_FROM, pending.get("sequence"))
                     pending["sequence"] = result.get("sequence")
                     pending["data"]["chunk"]["content"] += text

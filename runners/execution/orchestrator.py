@@ -18,7 +18,7 @@ from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 
 from ledger import wire
-from ledger.models import RunStatus
+from ledger.models import EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.catalogue.agent_routing import TRANSFER_TOOL
@@ -294,13 +294,19 @@ class Orchestrator:
             code = data.get("code") or "runner.error"
             state.status = RunStatus.TIMEOUT if code == "runner.timeout" else RunStatus.FAILED
             state.reason = f"{code}: {data.get('error')}"
+        completed = None
+        if type_ == "run.completed" and reply:
+            # The reply that came with the run's end is a message of its own: its own sequence
+            # in the ledger, before the end.
+            completed = state.append("message.completed", {"message": reply, "file_ids": []},
+                                     None, None, source=EventSource.HOST, transcript=transcript)
+            transcript = None
         terminal = type_ in ("run.completed", "run.failed") and not state.terminal_written
         state.terminal_written = state.terminal_written or terminal
         message = state.append(type_, data, usage, sequence, state_write=state_write,
                                transcript=transcript, finish=terminal)
-        if type_ == "run.completed" and reply:
-            return RunMessage(state.run_id, message.sequence, "message.completed",
-                              {"message": reply, "file_ids": []}, usage)
+        if completed is not None:
+            return completed
         return message if type_ in DELIVERED_TYPES else None
 
     @staticmethod

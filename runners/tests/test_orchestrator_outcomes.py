@@ -5,8 +5,9 @@ import json
 import time
 
 import pytest
+from asgiref.sync import sync_to_async
 
-from ledger.models import AgentRun, AgentRunEvent
+from ledger.models import AgentRun, AgentRunEvent, Transcript
 from ledger.services import runs as ledger
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
@@ -171,3 +172,27 @@ async def test_in_run_apis_answer_within_policy_and_refuse_outside_it(qa_gateway
     assert "ok" in report["history_page"] and "ok" in report["event_get"]
     assert "ok" in report["steering_pull"]
     assert "error" in report["state_get_forbidden"] or "skipped" in report["state_get_forbidden"]
+
+
+async def test_a_reply_streamed_as_snapshots_is_the_text_once(qa_gateway):
+    # As LangBot's n8n runner streams: every delta the whole text so far, then a final delta
+    # repeating it, and no message of its own.
+    text = "one two three four five"
+
+    outcome = await Orchestrator(qa_gateway).run_to_end(
+        AgentEventEnvelope(event_id="snapshots-1", conversation_id="snapshots-conv",
+                           input={"text": text}),
+        AgentBinding(binding_id="snapshots", runner_id="plugin:e2e/agent-runner-qa/snapshots"))
+
+    deltas = [m["data"]["chunk"]["content"] for m in outcome["messages"]
+              if m["type"] == "message.delta"]
+    completed = [m for m in outcome["messages"] if m["type"] == "message.completed"]
+    assert "".join(deltas) == text
+    assert [m["data"]["message"]["content"] for m in completed] == [text]
+    events = await sync_to_async(list)(AgentRunEvent.objects.filter(
+        run_id=outcome["run_id"]).values_list("sequence", "type"))
+    assert (completed[0]["sequence"], "message.completed") in events
+    assert [type_ for _, type_ in events][-2:] == ["message.completed", "run.completed"]
+    transcript = await sync_to_async(list)(Transcript.objects.filter(
+        conversation_id="snapshots-conv", role="assistant").values_list("content", flat=True))
+    assert transcript == [text]
