@@ -1,5 +1,6 @@
 """LangBot's tool actions, answered in LangBot's shapes: `get_tool_detail` ->
-`{"tool": {name, description, parameters}}`, `call_tool` -> `{"result": ...}`.
+`{"tool": {name, description, parameters}}`, `call_tool` -> `{"result": ...}` (an MCP tool's
+result as LangBot gives it: a list of content elements, text parts as text).
 
 A call names its run, is the run's plugin's (checked like every in-run API), and names a tool
 granted to the run for the operation (`resources.tools` of its frozen authorization), else
@@ -9,6 +10,7 @@ run executes. `event_reply` (LangBot's event tool) answers into the run's conver
 `message.completed` of the run, delivered to its caller.
 """
 
+import json
 import time
 import uuid
 
@@ -45,7 +47,24 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     if tool.get("source") == "event":
         return {"result": await _event_reply(run.run_id, handle, arguments)}
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
-    return {"result": await _called(handle, tool, arguments, deadline)}
+    result = await _called(handle, tool, arguments, deadline)
+    return {"result": content_elements(result) if tool.get("source") == "mcp" else result}
+
+
+def content_elements(answer: dict) -> list[dict]:
+    """An MCP tool's answer (`runners.tools.mcp`) as LangBot's host returns it to a plugin:
+    content elements, its text as text, images as `image_base64`, any other part (or the
+    structured content of an answer without text) as its JSON in a text element."""
+    elements = [{"type": "text", "text": answer["text"]}] if answer.get("text") else []
+    if not elements and "structuredContent" in answer:
+        elements.append({"type": "text", "text": json.dumps(answer["structuredContent"])})
+    for block in answer.get("content") or []:
+        if block.get("type") == "image":
+            elements.append({"type": "image_base64", "image_base64":
+                             f"data:{block.get('mimeType')};base64,{block.get('data')}"})
+        else:
+            elements.append({"type": "text", "text": json.dumps(block)})
+    return elements
 
 
 async def _record(handle: RunHandle | None, type_: str, data: dict) -> None:

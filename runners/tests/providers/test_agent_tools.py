@@ -200,10 +200,22 @@ def test_call_tool_answers_granted_tools_and_refuses_the_others(plugin_run):
     assert detail == {"tool": {"name": "add", "description": "Add two numbers.",
                                "parameters": {"type": "object"}}}
     answer = host_call("call_tool", "run-tools", "add", parameters={"a": 2, "b": 3})
-    assert answer["result"]["text"] == "5"
+    assert answer["result"] == [{"type": "text", "text": "5"}]  # LangBot's content list
 
     for action in ("call_tool", "get_tool_detail"):
         with pytest.raises(HostError) as refused:
             host_call(action, "run-tools", "echo", parameters={"text": "hi"})
         assert refused.value.code == "tool.not_granted"
         assert "tool.not_granted" in str(refused.value) and "'echo'" in str(refused.value)
+
+
+def test_an_mcp_answers_images_and_structured_content_reach_a_plugin_as_content_elements():
+    image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    resource = {"type": "resource_link", "uri": "file:///report.csv", "name": "report"}
+
+    assert tool_api.content_elements({"text": "", "structuredContent": {"sum": 5},
+                                      "content": [image, resource]}) == [
+        {"type": "text", "text": '{"sum": 5}'},
+        {"type": "image_base64", "image_base64": "data:image/png;base64,iVBORw0KGgo="},
+        {"type": "text", "text": json.dumps(resource)},
+    ]
