@@ -16,9 +16,12 @@ caller used is a different event, and a conversation id names only the caller's 
 conversation with that agent.
 """
 
+import fnmatch
 import hashlib
 import logging
 import math
+import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -272,23 +275,72 @@ def state_identity(agent: AgentInstance, conversation: Conversation | None = Non
     return StateIdentity(runner_id=binding.runner_id, binding_identity=binding.binding_id)
 
 
-def require_available(runner_id: str, event_type: str) -> None:
+def require_available(runner_id: str, event_type: str):
+    """The runner's descriptor, if it is available and takes this event."""
     try:
         descriptor = require_runner_sync(runner_id)
     except registry.RunnerNotFound as exc:
         raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
     require_usage(descriptor, event_type)
+    return descriptor
+
+
+def answers_messages(descriptor) -> bool:
+    """Whether the runner is declared for `agent` usage: it answers messages as such."""
+    return "agent" in (descriptor.usages or ["agent"])
+
+
+def takes_event(descriptor, event_type: str) -> bool:
+    """Whether the runner is declared for `event` usage and for this event (`spec.events`)."""
+    return "event" in (descriptor.usages or []) and any(
+        fnmatch.fnmatchcase(event_type, pattern)
+        for pattern in descriptor.supported_event_patterns or ["*"])
 
 
 def require_usage(descriptor, event_type: str) -> None:
-    """A message needs a runner declared for `agent` usage, any other event one declared for
-    `event` usage (the manifest's `usages`)."""
-    usage = "agent" if event_type == MESSAGE_EVENT else "event"
-    if usage not in (descriptor.usages or ["agent"]):
-        what = "messages" if usage == "agent" else f"'{event_type}' events"
+    """A message needs a runner declared for `agent` usage, or for `event` usage with
+    `message.received` among its events (LangBot's event runners, which a message reaches as
+    that platform event); any other event a runner declared for it."""
+    if event_type == MESSAGE_EVENT and answers_messages(descriptor):
+        return
+    if not takes_event(descriptor, event_type):
+        what = "messages" if event_type == MESSAGE_EVENT else f"'{event_type}' events"
         raise InvalidInput(f"Runner '{descriptor.id}' is declared for {descriptor.usages} "
-                           f"usage; it does not take {what}.",
-                           field="input" if usage == "agent" else "event")
+                           f"usage and events {descriptor.supported_event_patterns}; it does "
+                           f"not take {what}.",
+                           field="input" if event_type == MESSAGE_EVENT else "event")
+
+
+def platform_event_data(descriptor, event_type: str, data: dict | None, *, text: str | None,
+                        event_id: str, actor: dict, conversation_id: str | None) -> dict:
+    """`event.data` as LangBot delivers it, where the SDK reads a platform event's `type`.
+
+    A platform event carries its type in its data. A message to a runner that takes it as an
+    event (not as an agent) is LangBot's `message.received` platform event: the text as its
+    message chain, the actor as its sender. A message to an agent gets only what its sender
+    gave.
+    """
+    data = dict(data or {})
+    if event_type != MESSAGE_EVENT:
+        return {"type": event_type, **data}
+    if answers_messages(descriptor) and "type" not in data:
+        return data
+    return {"type": MESSAGE_EVENT, "message_id": event_id,
+            "message_chain": [{"type": "Plain", "text": text}] if text else [],
+            "sender": {"id": actor.get("actor_id") or "",
+                       "nickname": actor.get("actor_name") or ""},
+            "chat_type": "private", "chat_id": conversation_id or actor.get("actor_id") or "",
+            "timestamp": time.time(), **data}
+
+
+def message_text(event_type: str, data: dict | None, event_input: dict | None) -> dict | None:
+    """A `message.received` event sent as an event: its message chain's text is the input."""
+    if event_type != MESSAGE_EVENT or (event_input or {}).get("text"):
+        return event_input
+    chain = (data or {}).get("message_chain") or []
+    texts = [part.get("text") for part in chain if isinstance(part, dict)
+             and part.get("type") == "Plain" and isinstance(part.get("text"), str)]
+    return {**(event_input or {}), "text": " ".join(texts)} if texts else event_input
 
 
 def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
@@ -310,19 +362,24 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
     ledger_conversation = conversation.conversation_id if conversation else None
     tree, node = answering_node(agent, ledger_conversation)
     binding = node_binding(agent, tree, node, ledger_conversation, timeout)
-    require_available(binding.runner_id, event_type)
+    descriptor = require_available(binding.runner_id, event_type)
 
     invocation_id = new_invocation_id()
     if parts is not None:
         event_input = _saved_input(caller, agent, conversation, parts, invocation_id,
                                    artifact_url)
+    event_input = message_text(event_type, event_data, event_input)
+    actor = caller.actor
     event = AgentEventEnvelope(
         event_id=event_id or invocation_id,
         idempotency_key=idempotency_key(caller, f"agent:{agent.pk}", event_id),
         conversation_id=ledger_conversation, project_id=str(agent.project_id),
-        agent_id=str(agent.pk), actor=caller.actor, input=event_input or {}, source=source,
+        agent_id=str(agent.pk), actor=actor, input=event_input or {}, source=source,
         event_type=event_type,
-        data=event_data or {},
+        data=platform_event_data(descriptor, event_type, event_data,
+                                 text=(event_input or {}).get("text"),
+                                 event_id=event_id or invocation_id, actor=actor,
+                                 conversation_id=ledger_conversation),
     )
     return PreparedRun(event=event, binding=binding, agent=agent, agent_name=node.name,
                        conversation=conversation, client_event_id=event_id)
@@ -380,15 +437,16 @@ async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
         descriptor = await registry.get_descriptor(binding.runner_id, get_gateway().discover)
     except registry.RunnerNotFound as exc:
         raise InvalidInput(str(exc), field="runner_id") from exc
-    require_usage(descriptor, event_type or MESSAGE_EVENT)
-    fields = {"event_type": event_type} if event_type else {}
-    if event_data:
-        fields["data"] = event_data
-    if event_id:
-        fields.update(event_id=event_id,
-                      idempotency_key=idempotency_key(caller, target, event_id))
-    event = AgentEventEnvelope(conversation_id=conversation_id, actor=caller.actor,
-                               input=event_input or {}, source=source, **fields)
+    event_type = event_type or MESSAGE_EVENT
+    require_usage(descriptor, event_type)
+    event_input = message_text(event_type, event_data, event_input)
+    actor, event_id = caller.actor, event_id or f"evt-{uuid.uuid4()}"
+    event = AgentEventEnvelope(
+        event_id=event_id, event_type=event_type, conversation_id=conversation_id, actor=actor,
+        idempotency_key=idempotency_key(caller, target, event_id), input=event_input or {},
+        source=source, data=platform_event_data(
+            descriptor, event_type, event_data, text=(event_input or {}).get("text"),
+            event_id=event_id, actor=actor, conversation_id=conversation_id))
     return PreparedRun(event=event, binding=binding, client_event_id=event_id)
 
 

@@ -14,17 +14,14 @@ from runners.models import RunnerDescriptor
 
 
 class PlatformEventSerializer(RequestSerializer):
-    """A typed platform event for a runner declared for `event` usage."""
+    """A typed platform event (LangBot's EBA event: `type` and its fields in `data`) for a
+    runner declared for it (`event` usage, `spec.events`). A `message.received` event's text
+    is its `message_chain`'s."""
 
     type = serializers.RegexField(
         r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", help_text="e.g. `group.member_joined`",
         error_messages={"invalid": "Use 1-128 letters, digits, '.', '_', ':' or '-'."})
     data = serializers.DictField(required=False, default=dict)
-
-    def validate_type(self, value):
-        if value == "message.received":
-            raise serializers.ValidationError("Send a message as `input`, not as an event.")
-        return value
 
 
 class RunRequestSerializer(RequestSerializer):
