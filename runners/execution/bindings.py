@@ -6,8 +6,9 @@ global. An agent with no row at any of those levels runs with the binding its ty
 binding at all, is a `BindingError` that says so.
 """
 
+from runners.catalogue import runner_config
 from runners.execution.protocol import SCOPE_PRECEDENCE, AgentBinding
-from runners.models import AgentInstance, AgentType, Binding
+from runners.models import AgentInstance, AgentType, Binding, LLMModel, RunnerDescriptor
 
 
 class BindingError(LookupError):
@@ -27,7 +28,24 @@ def to_protocol(binding: Binding) -> AgentBinding:
 
 
 def agent_runner_config(agent_type: AgentType) -> dict:
-    """The agent type's persona and models, handed to its runner as config."""
+    """The agent type's persona and models, handed to its runner as config: LangHost's own
+    keys, then the runner's declared fields as the type fills them (LangBot's shapes), then
+    the type's explicit `runner_config`."""
+    config = _langhost_config(agent_type)
+    schema = [] if agent_type.runner_id.startswith("builtin:") else (
+        RunnerDescriptor.objects.filter(pk=agent_type.runner_id)
+        .values_list("config_schema", flat=True).first() or [])
+    if schema:
+        names = [agent_type.primary_model, *(agent_type.fallback_models or [])]
+        model_ids = {name: str(pk) for name, pk in LLMModel.objects.filter(
+            name__in=[name for name in names if isinstance(name, str) and name]
+        ).values_list("name", "pk")}
+        config.update(runner_config.filled(agent_type, schema, model_ids))
+    config.update(agent_type.runner_config or {})
+    return config
+
+
+def _langhost_config(agent_type: AgentType) -> dict:
     return {
         "name": agent_type.name,
         "description": agent_type.description,

@@ -21,6 +21,7 @@ from ledger import wire
 from ledger.models import EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
+from runners.catalogue import runner_config
 from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import (
     builtins,
@@ -110,9 +111,9 @@ class Orchestrator:
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
         try:
-            snapshot = await journal.start_run(run_id, event, binding, descriptor, apis, scopes,
-                                               deadline, agent_name, process.owner_id, models,
-                                               tools)
+            started = await journal.start_run(run_id, event, binding, descriptor, apis, scopes,
+                                              deadline, agent_name, process.owner_id, models,
+                                              tools)
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
@@ -125,8 +126,12 @@ class Orchestrator:
         handle = LocalRunHandle(state)
         process.run_started(handle)
         try:
+            for warning in runner_config.not_granted(binding.runner_config,
+                                                     descriptor.config_schema):
+                state.host_event("config.not_granted", {"reason": warning})
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
-                                            apis=apis, state=snapshot, deadline_at=deadline,
+                                            apis=apis, state=started.state, deadline_at=deadline,
+                                            latest_cursor=started.latest_cursor,
                                             grants=models, tools=tools)
             async for message in self._stream(state, payload, handle):
                 yield message

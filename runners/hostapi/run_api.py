@@ -188,6 +188,9 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         mode = (data.get("mode") or "all").replace("-", "_")
         limit = 1 if mode in {"one", "one_at_a_time"} else data.get("limit")
         return {"items": await ledger.pull_steering(run.run_id, limit)}
-    # get_prompt: the persona the binding carries, as a system message.
+    # get_prompt: the prompt the binding carries: a prompt-editor list as it is, a persona
+    # as a system message.
     prompt = (run.authorization_json or {}).get("prompt") or ""
+    if isinstance(prompt, list):
+        return {"prompt": prompt}
     return {"prompt": [{"role": "system", "content": prompt}] if prompt else []}

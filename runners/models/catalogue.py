@@ -52,6 +52,10 @@ class AgentType(models.Model):
                                     help_text="Inactive types cannot be used for new agents.")
     runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID,
                                  help_text="The runner its agents run: a built-in or a plugin's.")
+    runner_config = models.JSONField(
+        default=dict, blank=True,
+        help_text="Values for the runner's own config fields (those its component declares), "
+                  "as a JSON object; they win over what the type's models and persona fill in.")
     kind = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.LLM,
                             help_text="LLM agents may transfer turns; workflow agents may not.")
     disallow_transfer_to_parent = models.BooleanField(

@@ -5,10 +5,24 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from rest_framework import serializers
 
+from runners.catalogue import runner_config
 from runners.catalogue.trees import validate_trees
 from runners.execution.registry import runner_availability
-from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel, SubAgent
+from runners.models import (
+    LLM_AGENT_RUNNER_ID,
+    AgentInstance,
+    AgentType,
+    LLMModel,
+    RunnerDescriptor,
+    SubAgent,
+)
 from runners.providers.lookup import model_names, unknown_models
+
+
+def config_schema(runner_id: str) -> list:
+    """The config fields runner `runner_id` declares (none for an unknown runner)."""
+    return RunnerDescriptor.objects.filter(pk=runner_id).values_list(
+        "config_schema", flat=True).first() or []
 
 
 class StringListField(serializers.ListField):
@@ -38,6 +52,12 @@ class AgentTypeSerializer(serializers.ModelSerializer):
     fallback_models = StringListField(required=False, max_length=20)
     model_params = serializers.DictField(required=False)
     mcp_servers = serializers.ListField(required=False, max_length=50)
+    runner_config = serializers.JSONField(
+        required=False, validators=[limit_json_size],
+        help_text="Values for the runner's own config fields (`GET /runners/{id}`: "
+                  "`config_schema`), in LangBot's shapes; checked against the schema, a key it "
+                  "does not declare is refused. They win over what primary_model, "
+                  "fallback_models, personality_prompt and mcp_servers fill in.")
     sub_agents = serializers.ListField(child=serializers.UUIDField(), required=False,
                                        max_length=100)
     unknown_models = serializers.SerializerMethodField(
@@ -51,7 +71,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "sub_agents", "unknown_models", "warnings",
+            "save_input_blobs_as_artifacts", "runner_config", "sub_agents", "unknown_models",
+            "warnings",
             "created_at", "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
@@ -68,11 +89,14 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         return unknown_models(model_names(instance), self.context["known_models"])
 
     def get_warnings(self, instance) -> list[str]:
-        availability = runner_availability(instance.runner_id)
-        if availability is False:
-            return [f"Runner '{instance.runner_id}' is known but not available now: runs of "
-                    "this type are refused until its plugin is back."]
-        return []
+        warnings = []
+        if runner_availability(instance.runner_id) is False:
+            warnings.append(f"Runner '{instance.runner_id}' is known but not available now: "
+                            "runs of this type are refused until its plugin is back.")
+        if instance.runner_config:
+            warnings += runner_config.not_granted(instance.runner_config,
+                                                  config_schema(instance.runner_id))
+        return warnings
 
     def validate_runner_id(self, value):
         if runner_availability(value) is None:
@@ -108,6 +132,13 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({field: exc.messages}) from exc
         if self.instance is None and "runner_id" not in attrs and attrs.get("primary_model"):
             attrs["runner_id"] = LLM_AGENT_RUNNER_ID  # a type that names a model thinks with it
+        if "runner_config" in attrs or "runner_id" in attrs:
+            runner_id = attrs.get("runner_id") or candidate.runner_id
+            config = attrs.get("runner_config", candidate.runner_config) or {}
+            try:
+                runner_config.check(config, config_schema(runner_id), runner_id)
+            except runner_config.ConfigError as exc:
+                raise serializers.ValidationError({"runner_config": exc.errors}) from exc
         return attrs
 
     @transaction.atomic

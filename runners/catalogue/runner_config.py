@@ -1,0 +1,144 @@
+"""A runner's own config, in LangBot's shapes: the fields its component YAML declares
+(`spec.config`, stored as the descriptor's `config_schema`).
+
+- `check(config, schema)`: an agent type's explicit `runner_config`, checked against the
+  schema: unknown keys and values of the wrong shape are refused, naming the field.
+- `filled(agent_type, schema, models)`: what the agent type's own fields say for the runner's
+  fields: its models fill a `model-fallback-selector` (`{primary, fallbacks}`, model ids) or
+  an `llm-model-selector` (the primary's id); its persona a `prompt-editor` (a list of
+  messages); its MCP servers an MCP selector; any other field keeps its declared default.
+- `not_granted(config, schema)`: what a config asks for that LangHost cannot grant yet
+  (knowledge bases, rerank models): accepted, and said, never silently dropped.
+"""
+
+from collections.abc import Mapping
+
+PROMPT_EDITOR = "prompt-editor"
+MODEL_FALLBACK_SELECTOR = "model-fallback-selector"
+LLM_MODEL_SELECTORS = {"llm-model-selector", "select-llm-model"}
+MCP_SELECTORS = {"mcp-server-selector", "mcp-server-multi-selector"}
+# Fields naming things LangHost cannot grant yet: the type, and what to say about it.
+NOT_GRANTED = {
+    "knowledge-base-selector": "knowledge bases",
+    "knowledge-base-multi-selector": "knowledge bases",
+    "rerank-model-selector": "rerank models",
+}
+NO_SELECTION = (None, "", "__none__", [], {})
+
+
+class ConfigError(ValueError):
+    """`errors`: field name -> what is wrong with it."""
+
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("; ".join(f"{name}: {error}" for name, error in errors.items()))
+        self.errors = errors
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _messages(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, Mapping) and isinstance(item.get("role"), str) and "content" in item
+        for item in value)
+
+
+def _fallbacks(value) -> bool:
+    return (isinstance(value, Mapping) and set(value) <= {"primary", "fallbacks", "reasoning"}
+            and isinstance(value.get("primary", ""), str)
+            and _strings(value.get("fallbacks", [])))
+
+
+# What each field type takes: a check, and the words that say it. Other types take any JSON.
+SHAPES = {
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "integer": (_is_int, "an integer"),
+    "int": (_is_int, "an integer"),
+    "float": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "number": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "boolean": (lambda v: isinstance(v, bool), "true or false"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "array[string]": (_strings, "a list of strings"),
+    PROMPT_EDITOR: (_messages, "a list of messages ({role, content})"),
+    MODEL_FALLBACK_SELECTOR: (_fallbacks, "{primary: <model id>, fallbacks: [<model id>...]}"),
+    **{kind: (lambda v: isinstance(v, str), "a model id")
+       for kind in (*LLM_MODEL_SELECTORS, "rerank-model-selector")},
+    "knowledge-base-selector": (lambda v: isinstance(v, str), "a knowledge base id"),
+    "knowledge-base-multi-selector": (_strings, "a list of knowledge base ids"),
+    "mcp-server-selector": (lambda v: isinstance(v, str), "an MCP server name"),
+    "mcp-server-multi-selector": (_strings, "a list of MCP server names"),
+}
+
+
+def fields_of(schema) -> dict[str, dict]:
+    """The schema's fields by name (items without a name are not fields)."""
+    return {item["name"]: item for item in schema or []
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str)}
+
+
+def _option_names(field: dict) -> list[str]:
+    return [option.get("name") if isinstance(option, Mapping) else option
+            for option in field.get("options") or []]
+
+
+def check(config, schema, runner_id: str) -> dict:
+    """`config` if the schema declares each of its keys and each value has its field's
+    shape; else ConfigError naming every field at fault."""
+    if not isinstance(config, Mapping):
+        raise ConfigError({"runner_config": "must be an object"})
+    fields, errors = fields_of(schema), {}
+    for name, value in config.items():
+        field = fields.get(name)
+        if field is None:
+            declared = ", ".join(sorted(fields)) or "none"
+            errors[name] = f"runner '{runner_id}' declares no such config field " \
+                           f"(its fields: {declared})"
+            continue
+        kind = field.get("type")
+        if kind == "select" and field.get("options") and value not in _option_names(field):
+            errors[name] = f"must be one of {_option_names(field)}"
+        elif kind in SHAPES and value is not None and not SHAPES[kind][0](value):
+            errors[name] = f"must be {SHAPES[kind][1]}"
+    if errors:
+        raise ConfigError(errors)
+    return dict(config)
+
+
+def filled(agent_type, schema, model_ids: Mapping[str, str]) -> dict:
+    """The runner's fields as the agent type fills them (`model_ids`: model name -> id; a
+    name no model has stays as it is), each other field its declared default."""
+    primary = model_ids.get(agent_type.primary_model, agent_type.primary_model)
+    fallbacks = [model_ids.get(name, name) for name in agent_type.fallback_models or []
+                 if isinstance(name, str)]
+    persona = agent_type.personality_prompt
+    config = {}
+    for name, field in fields_of(schema).items():
+        kind = field.get("type")
+        if kind == MODEL_FALLBACK_SELECTOR and primary:
+            config[name] = {"primary": primary, "fallbacks": fallbacks}
+        elif kind in LLM_MODEL_SELECTORS and primary:
+            config[name] = primary
+        elif kind == PROMPT_EDITOR and persona:
+            config[name] = [{"role": "system", "content": persona}]
+        elif kind == "mcp-server-multi-selector" and agent_type.mcp_servers:
+            config[name] = list(agent_type.mcp_servers)
+        elif "default" in field:
+            config[name] = field["default"]
+    return config
+
+
+def not_granted(config: Mapping, schema) -> list[str]:
+    """What `config` selects that LangHost cannot grant yet, in words."""
+    said = []
+    for name, field in fields_of(schema).items():
+        what = NOT_GRANTED.get(field.get("type"))
+        if what and config.get(name) not in NO_SELECTION:
+            said.append(f"config field '{name}' selects {what}, which LangHost does not grant "
+                        "yet: the runner runs without them")
+    return said
