@@ -57,17 +57,35 @@ class StateWrite:
     identity: dict
 
 
+@dataclass
+class StartedRun:
+    """What a run starts from: the state snapshot of its scopes (`{scope: {key: value}}`),
+    and the cursor of its conversation's last transcript entry before its own message (None
+    when not asked for, or when the conversation has none)."""
+
+    state: dict[str, dict]
+    latest_cursor: str | None = None
+
+
 @sync_to_async
 def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
-              scope_keys: dict[str, str]) -> dict[str, dict]:
-    """Create the `running` row, the event log row and the user's transcript entry together,
-    and return the state snapshot of `scope_keys` (`{scope: {state_key: value}}`).
+              scope_keys: dict[str, str],
+              history_of: tuple[str, str] | None = None) -> StartedRun:
+    """Create the `running` row, the event log row and the user's transcript entry together;
+    the state snapshot of `scope_keys`, and (given `history_of`, a conversation and thread)
+    the latest history cursor before the new entry.
 
-    The event log's unique event id makes a replayed event fail here, before anything runs.
+    The event log's unique idempotency key makes a replayed event fail here, before anything
+    runs.
     """
     now = timezone.now()
+    latest = None
     try:
         with transaction.atomic():
+            if history_of is not None:
+                latest = Transcript.objects.filter(
+                    conversation_id=history_of[0], thread_id=history_of[1]).order_by(
+                    "-pk").values_list("pk", flat=True).first()
             insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
             insert_rows(AgentRun, [{
                 "status": RunStatus.RUNNING, "started_at": now, "execution_owner_id": owner_id,
@@ -80,7 +98,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
         if existing is None:
             raise
         raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
-    return _state_snapshot(scope_keys)
+    return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
 
 
 @dataclass

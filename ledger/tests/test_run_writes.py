@@ -21,7 +21,8 @@ def started(run_id: str = "run-1", event_id: str = "event-1") -> dict:
     return start_run(run={"run_id": run_id, "event_id": event_id, "runner_id": "builtin:echo"},
                      event_log={"event_id": event_id, "idempotency_key": event_id,
                                 "event_type": "message.received"},
-                     user_transcript=None, owner_id="test-host", scope_keys={"conversation": "c1"})
+                     user_transcript=None, owner_id="test-host",
+                     scope_keys={"conversation": "c1"}).state
 
 
 def state_write(value) -> services.StateWrite:

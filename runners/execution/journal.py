@@ -140,8 +140,10 @@ class Journal:
 async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
                     agent_name: str, owner_id: str,
-                    grants: ModelGrants = NO_GRANTS, tools: list[dict] = ()) -> dict[str, dict]:
-    """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`.
+                    grants: ModelGrants = NO_GRANTS,
+                    tools: list[dict] = ()) -> ledger.StartedRun:
+    """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`
+    and, for a runner that may page the history, its latest cursor.
 
     Raises `ledger.DuplicateEvent` when the event was received before.
     """
@@ -164,6 +166,8 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
         user_transcript=user_transcript_row(event),
         owner_id=owner_id,
         scope_keys={scope: info["scope_key"] for scope, info in scopes.items()},
+        history_of=(event.conversation_id, event.thread_id or "")
+        if apis.get("history_page") else None,
     )
 
 

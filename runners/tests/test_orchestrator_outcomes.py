@@ -174,6 +174,26 @@ async def test_in_run_apis_answer_within_policy_and_refuse_outside_it(qa_gateway
     assert "error" in report["state_get_forbidden"] or "skipped" in report["state_get_forbidden"]
 
 
+async def test_a_runner_learns_where_the_conversations_history_ends_before_its_message(
+        qa_gateway):
+    def in_conversation(n: int) -> AgentEventEnvelope:
+        return AgentEventEnvelope(event_id=f"cursor-{n}", conversation_id="cursor-conv",
+                                  input={"text": f"message {n}"})
+
+    first = await Orchestrator(qa_gateway).run_to_end(in_conversation(1), binding("api-caller"))
+    second = await Orchestrator(qa_gateway).run_to_end(in_conversation(2),
+                                                       binding("api-caller"))
+
+    def history_before(outcome):
+        return json.loads(outcome["messages"][0]["data"]["message"]["content"])["history_before"]
+
+    last_of_first = await Transcript.objects.filter(conversation_id="cursor-conv",
+                                                    run_id=first["run_id"]).alatest("pk")
+    assert history_before(first) == {"latest_cursor": None, "has_history_before": False}
+    assert history_before(second) == {"latest_cursor": str(last_of_first.pk),
+                                      "has_history_before": True}
+
+
 async def test_a_reply_streamed_as_snapshots_is_the_text_once(qa_gateway):
     # As LangBot's n8n runner streams: every delta the whole text so far, then a final delta
     # repeating it, and no message of its own.
