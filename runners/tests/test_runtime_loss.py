@@ -11,6 +11,7 @@ from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
+from runners.tests.langhost_process import descendants
 from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,17 +40,16 @@ async def test_runtime_killed_mid_run_fails_the_run(tmp_path):
 
 
 def plugin_processes(runtime_pid: int) -> list[int]:
-    """The runtime's children: its plugin processes."""
+    """The runtime's plugin processes (inside their sandboxes, where there are any)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == runtime_pid:
-                found.append(int(entry))
+    for pid in descendants(runtime_pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if b"langbot_plugin.cli.__init__" in argv and not argv[0].endswith(b"bwrap"):
+            found.append(pid)
     return found
 
 
