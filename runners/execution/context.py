@@ -42,13 +42,20 @@ def state_context(event: AgentEventEnvelope, binding: AgentBinding, runner_id: s
     return scopes
 
 
+def storage_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> dict[str, bool]:
+    """The run's storage: its plugin's own storage when the manifest asks for it and the
+    policy allows it. LangHost keeps no workspace storage (the SDK's runtime has it only when
+    bound to a LangBot workspace): never granted, whatever the policy says."""
+    asked = (descriptor.permissions or {}).get("storage") or []
+    return {"plugin_storage": "plugin" in asked and binding.resource_policy.allow_plugin_storage,
+            "workspace_storage": False}
+
+
 def available_apis(event: AgentEventEnvelope, binding: AgentBinding,
                    descriptor: RunnerDescriptor) -> dict[str, bool]:
     permissions = descriptor.permissions or {}
     capabilities = descriptor.capabilities or {}
     has_conversation = bool(event.conversation_id)
-    storage = permissions.get("storage") or []
-    policy = binding.resource_policy
     return {
         "state": binding.state_policy.enable_state and bool(binding.state_policy.state_scopes),
         "history_page": "page" in (permissions.get("history") or []) and has_conversation,
@@ -63,8 +70,7 @@ def available_apis(event: AgentEventEnvelope, binding: AgentBinding,
         "run_append_result": False,
         "run_finalize": False,
         "prompt_get": bool(binding.runner_config.get("prompt")),
-        "storage": ("plugin" in storage and policy.allow_plugin_storage)
-        or ("workspace" in storage and policy.allow_workspace_storage),
+        "storage": storage_grants(binding, descriptor)["plugin_storage"],
         "box": False,
         "reply_stream": False,
     }

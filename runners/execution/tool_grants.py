@@ -11,6 +11,9 @@ A plugin runner allowed to call tools also gets LangBot's event tool `event_repl
 `event`), which answers into the run's conversation; the built-in agent answers with its own
 messages instead.
 
+A binding's resource policy may name the only tools its runs get (`allowed_tool_names`);
+`event_reply`, the run's own way to answer, is not a tool it can withhold.
+
 Each grant is an SDK `ToolResource` with `source` (`mcp` or `plugin`) and `source_id` (the MCP
 server's name, the plugin tool's id) added: what a call is routed by. The runner's context
 validates through the SDK, which keeps only the SDK's fields.
@@ -68,7 +71,7 @@ async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> li
             "parameters": {"type": "object", "required": ["text"],
                            "properties": {"text": {"type": "string"}}}}
     if not wanted or not (descriptor.capabilities or {}).get("tool_calling"):
-        return list(grants.values())
+        return allowed(grants, binding.resource_policy.allowed_tool_names)
     config = binding.runner_config
     servers, plugin_tools = _names(config.get("mcp_servers")), _names(config.get("tools"))
     for server, tool in await _mcp_tools(servers) if servers else []:
@@ -92,4 +95,11 @@ async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> li
                     "description": row.description, "operations": wanted,
                     "parameters": row.parameters or {"type": "object", "properties": {}},
                     "source": "plugin", "source_id": row.pk})
-    return list(grants.values())
+    return allowed(grants, binding.resource_policy.allowed_tool_names)
+
+
+def allowed(grants: dict[str, dict], names: list[str] | None) -> list[dict]:
+    """The grants the policy's `allowed_tool_names` lets through (all when it names none)."""
+    if names is None:
+        return list(grants.values())
+    return [grant for name, grant in grants.items() if name in names or name == EVENT_REPLY]

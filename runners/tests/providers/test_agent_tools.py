@@ -178,6 +178,21 @@ def test_a_plugin_runner_gets_tools_only_when_its_manifest_asks_for_them(calc):
         capabilities={"tool_calling": True})) == []
 
 
+def test_a_policys_allowed_tool_names_are_the_only_tools_granted(calc):
+    calc.tools = [{"name": name, "description": name, "inputSchema": {"type": "object"}}
+                  for name in ("add", "echo", "fail")]
+    calc.save()
+    asks = plugin_runner(permissions={"tools": ["call"]}, capabilities={"tool_calling": True})
+    policy = AgentBinding(binding_id="tools", runner_id="plugin:e2e/agent/tools",
+                          runner_config={"mcp_servers": ["calc"]},
+                          resource_policy={"allowed_tool_names": ["echo"]})
+
+    grants = async_to_sync(tool_grants)(policy, asks)
+
+    # event_reply is how the run answers: not a tool a policy withholds.
+    assert [grant["tool_name"] for grant in grants] == ["event_reply", "echo"]
+
+
 def host_call(action: str, run_id: str, tool_name: str, **data) -> dict:
     return async_to_sync(tool_api.handle)(action, {
         "run_id": run_id, "caller_plugin_identity": "e2e/agent", "tool_name": tool_name,
