@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from ledger.admin import pretty
 from ledger.models import AgentRun, Conversation
+from runners.catalogue import runner_config
 from runners.catalogue.trees import validate_trees
 from runners.execution.bindings import to_protocol
 from runners.execution.registry import disable_plugin_runners_sync, runner_choices
@@ -28,8 +29,8 @@ class AgentTypeForm(forms.ModelForm):
         model = AgentType
         fields = [
             "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
-            "fallback_models", "model_params", "mcp_servers", "is_active", "runner_id", "kind",
-            "disallow_transfer_to_parent", "disallow_transfer_to_peers",
+            "fallback_models", "model_params", "mcp_servers", "is_active", "runner_id",
+            "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",
         ]
 
@@ -44,14 +45,25 @@ class AgentTypeForm(forms.ModelForm):
             choices=choices, initial=self.fields["runner_id"].initial,
             help_text="The runner agents of this type run: a built-in one or a plugin's. "
                       "One that is not available now can be chosen; its runs wait for it.")
+        if current and (fields := runner_config.described(runner_config.schema_of(current))):
+            self.fields["runner_config"].help_text += f" {current} declares: {fields}."
 
     def clean(self):
-        """A rename must keep names unique in every tree this type belongs to."""
+        """A rename must keep names unique in every tree this type belongs to; the runner's
+        config must be what the runner declares."""
         cleaned = super().clean()
         try:
             validate_trees(self.instance)
         except DjangoValidationError as exc:
             self.add_error("name", exc.messages)
+        runner_id = cleaned.get("runner_id")
+        if runner_id and "runner_config" in cleaned:
+            try:
+                runner_config.check(cleaned["runner_config"] or {},
+                                    runner_config.schema_of(runner_id), runner_id)
+            except runner_config.ConfigError as exc:
+                self.add_error("runner_config", [f"{name}: {error}"
+                                                 for name, error in exc.errors.items()])
         return cleaned
 
 
@@ -93,8 +105,14 @@ class AgentTypeAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "description"]
     ordering = ["name"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["id", "unknown_models", "created_at", "updated_at"]
+    readonly_fields = ["id", "unknown_models", "config_not_granted", "created_at", "updated_at"]
     inlines = [SubAgentInline]
+
+    @admin.display(description="config LangHost cannot grant")
+    def config_not_granted(self, obj):
+        said = runner_config.not_granted(obj.runner_config or {},
+                                         runner_config.schema_of(obj.runner_id))
+        return " ".join(said) or "—"
 
     @admin.display(description="unknown models")
     def unknown_models(self, obj):

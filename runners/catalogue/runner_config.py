@@ -13,6 +13,8 @@
 
 from collections.abc import Mapping
 
+from runners.models import RunnerDescriptor
+
 PROMPT_EDITOR = "prompt-editor"
 MODEL_FALLBACK_SELECTOR = "model-fallback-selector"
 LLM_MODEL_SELECTORS = {"llm-model-selector", "select-llm-model"}
@@ -74,6 +76,25 @@ SHAPES = {
     "mcp-server-selector": (lambda v: isinstance(v, str), "an MCP server name"),
     "mcp-server-multi-selector": (_strings, "a list of MCP server names"),
 }
+
+
+def schema_of(runner_id: str) -> list:
+    """The config fields runner `runner_id` declares (none for a built-in or unknown one)."""
+    if runner_id.startswith("builtin:"):
+        return []
+    return RunnerDescriptor.objects.filter(pk=runner_id).values_list(
+        "config_schema", flat=True).first() or []
+
+
+def described(schema) -> str:
+    """The schema's fields in a line each: name, type, required, default."""
+    lines = []
+    for name, field in fields_of(schema).items():
+        extra = ", required" if field.get("required") else ""
+        if "default" in field:
+            extra += f", default {field['default']!r}"
+        lines.append(f"{name} ({field.get('type') or 'any'}{extra})")
+    return "; ".join(lines)
 
 
 def fields_of(schema) -> dict[str, dict]:

@@ -8,7 +8,7 @@ binding at all, is a `BindingError` that says so.
 
 from runners.catalogue import runner_config
 from runners.execution.protocol import SCOPE_PRECEDENCE, AgentBinding
-from runners.models import AgentInstance, AgentType, Binding, LLMModel, RunnerDescriptor
+from runners.models import AgentInstance, AgentType, Binding, LLMModel
 
 
 class BindingError(LookupError):
@@ -32,9 +32,7 @@ def agent_runner_config(agent_type: AgentType) -> dict:
     keys, then the runner's declared fields as the type fills them (LangBot's shapes), then
     the type's explicit `runner_config`."""
     config = _langhost_config(agent_type)
-    schema = [] if agent_type.runner_id.startswith("builtin:") else (
-        RunnerDescriptor.objects.filter(pk=agent_type.runner_id)
-        .values_list("config_schema", flat=True).first() or [])
+    schema = runner_config.schema_of(agent_type.runner_id)
     if schema:
         names = [agent_type.primary_model, *(agent_type.fallback_models or [])]
         model_ids = {name: str(pk) for name, pk in LLMModel.objects.filter(

@@ -1,8 +1,14 @@
-"""The agent instance admin's pause / resume / terminate actions obey the API's rules."""
+"""The agent admin: the instance actions obey the API's rules, and an agent type's runner config
+is checked against what its runner declares."""
+
+import json
 
 import pytest
 from django.contrib.messages import WARNING, get_messages
 from django.urls import reverse
+
+from runners.admin.catalogue import AgentTypeForm
+from runners.models import RunnerDescriptor
 
 CHANGELIST = reverse("admin:runners_agentinstance_changelist")
 
@@ -92,3 +98,45 @@ def test_status_is_read_only_in_the_admin_form(admin_browser, agent):
     response = admin_browser.get(reverse("admin:runners_agentinstance_change", args=[agent.pk]))
 
     assert 'name="status"' not in response.content.decode()
+
+
+# --- a runner's own config ---------------------------------------------------------------------
+
+SCHEMA = [{"name": "model", "type": "model-fallback-selector", "required": True},
+          {"name": "prompt", "type": "prompt-editor",
+           "default": [{"role": "system", "content": "Be brief."}]}]
+
+
+@pytest.fixture
+def langbot_shaped_runner(db):
+    return RunnerDescriptor.objects.create(
+        id="plugin:e2e/agent/local", source=RunnerDescriptor.Source.PLUGIN, runner_name="local",
+        plugin_author="e2e", plugin_name="agent", config_schema=SCHEMA).pk
+
+
+def type_form(runner_id: str, config: dict, instance=None) -> AgentTypeForm:
+    return AgentTypeForm(instance=instance, data={
+        "name": "Local", "slug": "local", "runner_id": runner_id, "kind": "llm",
+        "runner_config": json.dumps(config), "expertise": "[]", "fallback_models": "[]",
+        "model_params": "{}", "mcp_servers": "[]", "is_active": "on"})
+
+
+def test_the_admin_form_refuses_a_config_field_the_runner_does_not_declare(
+        langbot_shaped_runner):
+    form = type_form(langbot_shaped_runner, {"prompt": [{"role": "system", "content": "Hi"}],
+                                             "bogus": 1})
+
+    assert not form.is_valid()
+    (error,) = form.errors["runner_config"]
+    assert error.startswith("bogus: ") and "model, prompt" in error
+
+
+def test_the_admin_form_takes_a_langbot_shaped_config_and_shows_the_runners_fields(
+        langbot_shaped_runner, make_agent_type):
+    form = type_form(langbot_shaped_runner, {"model": {"primary": "m-1", "fallbacks": []}})
+    assert form.is_valid(), form.errors
+    saved = form.save()
+
+    help_text = AgentTypeForm(instance=saved).fields["runner_config"].help_text
+    assert "model (model-fallback-selector, required)" in help_text
+    assert "prompt (prompt-editor, default" in help_text

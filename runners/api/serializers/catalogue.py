@@ -13,16 +13,9 @@ from runners.models import (
     AgentInstance,
     AgentType,
     LLMModel,
-    RunnerDescriptor,
     SubAgent,
 )
 from runners.providers.lookup import model_names, unknown_models
-
-
-def config_schema(runner_id: str) -> list:
-    """The config fields runner `runner_id` declares (none for an unknown runner)."""
-    return RunnerDescriptor.objects.filter(pk=runner_id).values_list(
-        "config_schema", flat=True).first() or []
 
 
 class StringListField(serializers.ListField):
@@ -95,7 +88,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
                             "runs of this type are refused until its plugin is back.")
         if instance.runner_config:
             warnings += runner_config.not_granted(instance.runner_config,
-                                                  config_schema(instance.runner_id))
+                                                  runner_config.schema_of(instance.runner_id))
         return warnings
 
     def validate_runner_id(self, value):
@@ -136,7 +129,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             runner_id = attrs.get("runner_id") or candidate.runner_id
             config = attrs.get("runner_config", candidate.runner_config) or {}
             try:
-                runner_config.check(config, config_schema(runner_id), runner_id)
+                runner_config.check(config, runner_config.schema_of(runner_id), runner_id)
             except runner_config.ConfigError as exc:
                 raise serializers.ValidationError({"runner_config": exc.errors}) from exc
         return attrs
