@@ -1,6 +1,7 @@
 """LangBot's tool actions, answered in LangBot's shapes: `get_tool_detail` ->
-`{"tool": {name, description, parameters}}`, `call_tool` -> `{"result": ...}` (an MCP tool's
-result as LangBot gives it: a list of content elements, text parts as text).
+`{"tool": {name, description, parameters}}`, `call_tool` -> `{"result": ...}`. An MCP tool's
+result carries LangBot's list of content elements (text parts as text) in `content`, inside an
+object: the installed SDK checks a traced call's result is one (`ToolCallCompletedPayload`).
 
 A call names its run, is the run's plugin's (checked like every in-run API), and names a tool
 granted to the run for the operation (`resources.tools` of its frozen authorization), else
@@ -48,7 +49,11 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         return {"result": await _event_reply(run.run_id, handle, arguments)}
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
     result = await _called(handle, tool, arguments, deadline)
-    return {"result": content_elements(result) if tool.get("source") == "mcp" else result}
+    if tool.get("source") == "mcp":
+        result = {"content": content_elements(result),
+                  **({"structuredContent": result["structuredContent"]}
+                     if "structuredContent" in result else {})}
+    return {"result": result}
 
 
 def content_elements(answer: dict) -> list[dict]:

@@ -98,7 +98,8 @@ def test_a_slow_runs_timeline_grows_live_on_the_run_detail_page(browser, browser
         time.sleep(0.05)
     runner.join(timeout=scaled(10))
 
-    assert samples[-1][1:] == (7, "completed"), samples[-1]  # six deltas, run.completed
+    # Six deltas, the reply they make (a message of its own), run.completed.
+    assert samples[-1][1:] == (8, "completed"), samples[-1]
     counts = [rows for _, rows, _ in samples]
     assert counts == sorted(counts), "the timeline only grows"
     seen_while_running = {rows for _, rows, status in samples if status == "running"}

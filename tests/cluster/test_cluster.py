@@ -410,7 +410,7 @@ def test_what_a_plugin_asks_of_the_host_reaches_its_run_on_the_web_process_that_
         provider.stop()
 
     finished = next(frame for frame in frames if frame["type"] == "run.finished")
-    assert finished["status"] == "completed", finished
+    assert finished["status"] == "completed", finished["status_reason"]
     run_id = finished["run_id"]
     stored = cluster.rows("SELECT sequence, type, source, data_json FROM agent_run_event "
                           "WHERE run_id = %s ORDER BY sequence", run_id)

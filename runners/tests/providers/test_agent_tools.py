@@ -215,7 +215,8 @@ def test_call_tool_answers_granted_tools_and_refuses_the_others(plugin_run):
     assert detail == {"tool": {"name": "add", "description": "Add two numbers.",
                                "parameters": {"type": "object"}}}
     answer = host_call("call_tool", "run-tools", "add", parameters={"a": 2, "b": 3})
-    assert answer["result"] == [{"type": "text", "text": "5"}]  # LangBot's content list
+    # LangBot's content list, in an object (the SDK checks a traced call's result is one).
+    assert answer["result"]["content"] == [{"type": "text", "text": "5"}]
 
     for action in ("call_tool", "get_tool_detail"):
         with pytest.raises(HostError) as refused:
