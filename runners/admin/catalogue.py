@@ -47,6 +47,12 @@ class AgentTypeForm(forms.ModelForm):
                       "One that is not available now can be chosen; its runs wait for it.")
         if current and (fields := runner_config.described(runner_config.schema_of(current))):
             self.fields["runner_config"].help_text += f" {current} declares: {fields}."
+        if secrets := runner_config.secrets_set(self.instance.runner_config or {}):
+            # Secrets are write-only: left out here, kept unless given again (null clears).
+            self.initial["runner_config"] = runner_config.shown(self.instance.runner_config)
+            self.fields["runner_config"].help_text += (
+                f" Secrets set (not shown; kept unless given again, null clears): "
+                f"{', '.join(secrets)}.")
 
     def clean(self):
         """A rename must keep names unique in every tree this type belongs to; the runner's
@@ -58,12 +64,16 @@ class AgentTypeForm(forms.ModelForm):
             self.add_error("name", exc.messages)
         runner_id = cleaned.get("runner_id")
         if runner_id and "runner_config" in cleaned:
+            schema = runner_config.schema_of(runner_id)
             try:
-                runner_config.check(cleaned["runner_config"] or {},
-                                    runner_config.schema_of(runner_id), runner_id)
+                runner_config.check(cleaned["runner_config"] or {}, schema, runner_id)
             except runner_config.ConfigError as exc:
                 self.add_error("runner_config", [f"{name}: {error}"
                                                  for name, error in exc.errors.items()])
+            else:
+                cleaned["runner_config"] = runner_config.sealed(
+                    cleaned["runner_config"] or {}, schema,
+                    self.instance.runner_config if self.instance.pk else None)
         return cleaned
 
 

@@ -9,11 +9,20 @@
   messages); its MCP servers an MCP selector; any other field keeps its declared default.
 - `not_granted(config, schema)`: what a config asks for that LangHost cannot grant yet
   (knowledge bases, rerank models): accepted, and said, never silently dropped.
+- Secrets (fields of type `secret`, e.g. a Dify API key) are write-only: stored encrypted
+  (`sealed`), shown by name only (`shown`, `secrets_set`), opened for the runner only
+  (`opened`).
 """
 
 from collections.abc import Mapping
 
-from runners.models import RunnerDescriptor
+from runners.models import AgentType, RunnerDescriptor
+from runners.providers.secrets import UnreadableKey, decrypt, encrypt, rotated
+
+SECRET = "secret"
+SECRET_LABEL = b"langhost.runner-config.secret"
+# How a sealed secret is stored in place of its value.
+SEALED = "$encrypted"
 
 PROMPT_EDITOR = "prompt-editor"
 MODEL_FALLBACK_SELECTOR = "model-fallback-selector"
@@ -59,6 +68,7 @@ def _fallbacks(value) -> bool:
 # What each field type takes: a check, and the words that say it. Other types take any JSON.
 SHAPES = {
     "string": (lambda v: isinstance(v, str), "a string"),
+    SECRET: (lambda v: isinstance(v, str), "a string"),
     "text": (lambda v: isinstance(v, str), "a string"),
     "integer": (_is_int, "an integer"),
     "int": (_is_int, "an integer"),
@@ -122,6 +132,8 @@ def check(config, schema, runner_id: str) -> dict:
                            f"(its fields: {declared})"
             continue
         kind = field.get("type")
+        if kind == SECRET and _is_sealed(value):
+            continue  # stored before: already checked
         if kind == "select" and field.get("options") and value not in _option_names(field):
             errors[name] = f"must be one of {_option_names(field)}"
         elif kind in SHAPES and value is not None and not SHAPES[kind][0](value):
@@ -163,3 +175,62 @@ def not_granted(config: Mapping, schema) -> list[str]:
             said.append(f"config field '{name}' selects {what}, which LangHost does not grant "
                         "yet: the runner runs without them")
     return said
+
+
+def _secret_names(schema) -> set[str]:
+    return {name for name, field in fields_of(schema).items() if field.get("type") == SECRET}
+
+
+def _is_sealed(value) -> bool:
+    return isinstance(value, Mapping) and set(value) == {SEALED}
+
+
+def sealed(config: Mapping, schema, stored: Mapping | None = None) -> dict:
+    """`config` to store: each secret given encrypted; a secret not given keeps its stored
+    value (a client that never saw it need not send it back), `null` clears it."""
+    config, secrets = dict(config), _secret_names(schema)
+    for name in secrets:
+        if name not in config:
+            if stored and _is_sealed(stored.get(name)):
+                config[name] = stored[name]
+        elif config[name] is None:
+            del config[name]
+        elif not _is_sealed(config[name]):
+            config[name] = {SEALED: encrypt(config[name], SECRET_LABEL)}
+    return config
+
+
+def opened(config: Mapping) -> dict:
+    """The stored config as the runner gets it: its secrets decrypted."""
+    return {name: decrypt(value[SEALED], SECRET_LABEL) if _is_sealed(value) else value
+            for name, value in config.items()}
+
+
+def shown(config: Mapping) -> dict:
+    """The stored config as anyone may see it: without its secrets."""
+    return {name: value for name, value in config.items() if not _is_sealed(value)}
+
+
+def secrets_set(config: Mapping) -> list[str]:
+    """The names of the secrets the stored config holds."""
+    return sorted(name for name, value in config.items() if _is_sealed(value))
+
+
+def rotate_secrets_sync() -> tuple[int, list[str]]:
+    """Re-encrypt the agent types' config secrets under the current `SECRET_KEY`: how many
+    types were, and the names of those with a secret no key in use can read (left as is)."""
+    done, unreadable = 0, []
+    for agent_type in AgentType.objects.exclude(runner_config={}):
+        config = agent_type.runner_config
+        if not secrets_set(config):
+            continue
+        try:
+            agent_type.runner_config = {
+                name: {SEALED: rotated(value[SEALED], SECRET_LABEL)} if _is_sealed(value)
+                else value for name, value in config.items()}
+        except UnreadableKey:
+            unreadable.append(agent_type.name)
+            continue
+        agent_type.save(update_fields=["runner_config"])
+        done += 1
+    return done, unreadable

@@ -39,7 +39,7 @@ def agent_runner_config(agent_type: AgentType) -> dict:
             name__in=[name for name in names if isinstance(name, str) and name]
         ).values_list("name", "pk")}
         config.update(runner_config.filled(agent_type, schema, model_ids))
-    config.update(agent_type.runner_config or {})
+    config.update(runner_config.opened(agent_type.runner_config or {}))
     return config
 
 

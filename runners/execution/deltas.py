@@ -27,14 +27,14 @@ _TEXT_FIELDS = {"role", "content", "all_content", "msg_sequence", "is_final", "r
 END = object()
 
 
-def new_text(text_so_far: str, content: str, whole: str | None = None,
-             final: bool = False) -> str:
+def new_text(text_so_far: str, content: str, whole: str | None = None) -> str:
     """A delta's new text. The SDK's `all_content` (`whole`), when it extends the text so far,
-    says it; else `content` is the whole text so far if it extends it, or the new text. A
-    final delta that repeats the whole text (LangBot's n8n runner) adds nothing."""
+    says it; else `content` is the whole text so far if it extends it or repeats it (LangBot
+    takes every delta for the whole text so far: a delta that repeats it, as n8n's final one
+    and its empty items do, adds nothing), or the new text."""
     if isinstance(whole, str) and whole.startswith(text_so_far):
         return whole[len(text_so_far):]
-    if final and content == text_so_far:
+    if text_so_far and content == text_so_far:
         return ""
     if len(content) > len(text_so_far) > 0 and content.startswith(text_so_far):
         return content[len(text_so_far):]
@@ -42,22 +42,23 @@ def new_text(text_so_far: str, content: str, whole: str | None = None,
 
 
 def _text_chunk(result) -> dict | None:
-    """The chunk of a plain-text delta; None for any other result."""
+    """The chunk of a delta whose content is text; None for any other result."""
     if not isinstance(result, dict) or result.get("type") != "message.delta":
         return None
     data = result.get("data")
     chunk = data.get("chunk") if isinstance(data, dict) else None
     if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
         return None
-    if any(value is not None for key, value in chunk.items() if key not in _TEXT_FIELDS):
-        return None
     return chunk
 
 
 def _held_back(result: dict, chunk: dict) -> bool:
-    """Whether a text delta may wait to be merged: not a message's final one, nor one that
-    reports usage."""
-    return not chunk.get("is_final") and result.get("usage") is None
+    """Whether a text delta may wait to be merged: plain text only, not a message's final
+    delta, nor one that reports usage or carries anything else (a finish reason, tool
+    calls), which goes out as it is, its text made new text."""
+    return (not chunk.get("is_final") and result.get("usage") is None
+            and not any(value is not None for key, value in chunk.items()
+                        if key not in _TEXT_FIELDS))
 
 
 def _mergeable(pending: dict, result: dict, chunk: dict) -> bool:
@@ -121,11 +122,10 @@ async def coalesced(stream: AsyncIterator[dict],
             chunk = _text_chunk(result)
             first = False
             if chunk is not None:
-                text = new_text(text_so_far, chunk["content"], chunk.get("all_content"),
-                                bool(chunk.get("is_final")))
-                # The first text of a message, and the last, are never held.
+                text = new_text(text_so_far, chunk["content"], chunk.get("all_content"))
+                # The first text of a message is never held, nor what may not wait.
                 first = not text_so_far or not _held_back(result, chunk)
-                text_so_far = "" if chunk.get("is_final") else text_so_far + text
+                text_so_far += text
                 chunk = {key: value for key, value in chunk.items()
                          if value is not None and key != "all_content"}
                 chunk["content"] = text

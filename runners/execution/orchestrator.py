@@ -279,7 +279,7 @@ class Orchestrator:
         if usage is not None:
             state.usage = usage
         state_write = None
-        reply = data.get("message") if type_ in ("message.completed", "run.completed") else None
+        reply = data.get("message") if type_ == "message.completed" else None
         if type_ == "state.updated":
             state_write = await self._state_write(state, data)
         elif type_ == "message.delta":
@@ -287,10 +287,11 @@ class Orchestrator:
                 state.delta_text += data["chunk"]["content"]
         elif type_ == "tool.call.completed":
             self._follow_transfer(state, data)
-        if type_ == "run.completed" and not reply and state.delta_text and not state.replied:
-            # A runner that only streams deltas (LangBot's Dify and n8n runners) still
-            # answers: the assembled text is its reply.
-            reply = {"role": "assistant", "content": state.delta_text}
+        if type_ == "run.completed" and not state.replied:
+            # The run's end may carry its reply; a runner that only streams deltas (LangBot's
+            # Dify and n8n runners) still answers: the assembled text is its reply.
+            reply = data.get("message") or (
+                {"role": "assistant", "content": state.delta_text} if state.delta_text else None)
         state.replied = state.replied or bool(reply)
         transcript = state.assistant_transcript(reply)
         if type_ == "run.completed":

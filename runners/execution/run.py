@@ -58,7 +58,6 @@ class RunState:
     usage: dict | None = None
     terminal_written: bool = False
     finished: bool = False
-    transcript_written: bool = False
     # The text of the run's deltas so far: the reply of a runner that sends no message.
     delta_text: str = ""
     replied: bool = False
@@ -116,10 +115,10 @@ class RunState:
             source=EventSource.HOST, transcript=self.assistant_transcript(message)))
 
     def assistant_transcript(self, message: dict | None) -> dict | None:
-        """The run's first reply, for the conversation's transcript (once per run)."""
-        if not message or self.transcript_written or not self.event.conversation_id:
+        """A reply of the run, as a line of the conversation's transcript (each reply is one:
+        the next turn's history holds them all)."""
+        if not message or not self.event.conversation_id:
             return None
-        self.transcript_written = True
         return journal.assistant_transcript_row(self.event, self.run_id, self.descriptor.id,
                                                 self.agent_name or self.descriptor.id, message)
 

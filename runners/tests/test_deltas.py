@@ -18,11 +18,11 @@ async def collect(results, window=0.05):
 
 
 def test_the_first_text_goes_out_alone_and_the_burst_after_it_as_one_delta():
-    out = asyncio.run(collect([delta(1, "ab "), delta(2, "ab "), delta(3, "cd"),
+    out = asyncio.run(collect([delta(1, "ab "), delta(2, "xy "), delta(3, "cd"),
                                delta(4, "!"), {"type": "run.completed", "sequence": 5,
                                                "data": {}}]))
     assert [item["type"] for item in out] == ["message.delta"] * 2 + ["run.completed"]
-    assert [item["data"]["chunk"]["content"] for item in out[:2]] == ["ab ", "ab cd!"]
+    assert [item["data"]["chunk"]["content"] for item in out[:2]] == ["ab ", "xy cd!"]
     assert (out[1][MERGED_FROM], out[1]["sequence"]) == (2, 4)
 
 
@@ -88,11 +88,11 @@ def test_other_results_pass_through_in_order_and_end_a_burst():
         ("message.delta", 5)]
 
 
-def test_deltas_with_tool_calls_are_left_as_they_are():
+def test_deltas_with_tool_calls_keep_them_and_go_out_at_once():
     call = delta(2, "", tool_calls=[{"id": "c1", "type": "function",
                                      "function": {"name": "f", "arguments": "{}"}}])
     out = asyncio.run(collect([delta(1, "a"), call]))
-    assert len(out) == 2 and out[1] is call
+    assert len(out) == 2 and out[1] == call
 
 
 def test_closing_the_stream_closes_the_runners_stream_which_cancels_the_runner():
@@ -117,3 +117,25 @@ def test_closing_the_stream_closes_the_runners_stream_which_cancels_the_runner()
 
     asyncio.run(scenario())
     assert closed == [True]
+
+
+def text(out) -> str:
+    return "".join(item["data"]["chunk"]["content"] for item in out
+                   if item["type"] == "message.delta")
+
+
+def test_a_delta_repeating_the_whole_text_adds_nothing_as_langbot_reads_it():
+    # n8n: an empty item repeats the running text, and each node's end repeats it, final.
+    out = asyncio.run(collect([delta(1, "Hello"), delta(2, "Hello"), delta(3, "Hello", is_final=True),
+                               delta(4, "Hello, world"), delta(5, "Hello, world!"),
+                               delta(6, "Hello, world!", is_final=True)]))
+    assert text(out) == "Hello, world!"
+
+
+def test_a_delta_carrying_more_than_text_goes_out_at_once_with_its_new_text_only():
+    # LocalAgent's last chunk: the whole text again, with the provider's finish reason.
+    out = asyncio.run(collect([delta(1, "Hello"), delta(2, "Hello from"),
+                               delta(3, "Hello from fake", provider_specific_fields={
+                                   "finish_reason": "stop"})]))
+    assert text(out) == "Hello from fake"
+    assert out[-1]["data"]["chunk"]["provider_specific_fields"] == {"finish_reason": "stop"}

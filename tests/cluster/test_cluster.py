@@ -429,6 +429,10 @@ def test_what_a_plugin_asks_of_the_host_reaches_its_run_on_the_web_process_that_
     replies = [frame["data"]["message"]["content"] for frame in frames
                if frame["type"] == "message.completed"]
     assert replies == ["tool said: ping", "the model answers"]
+    # Both are lines of the conversation: the next turn's history holds them.
+    lines = cluster.rows("SELECT content FROM transcript WHERE run_id = %s AND role = 'assistant' "
+                         "ORDER BY id", run_id)
+    assert lines == [("tool said: ping",), ("the model answers",)]
     # The model call, answered in a runtime worker, is the run's and its agent's.
     calls = cluster.rows("SELECT agent_id, status, input_tokens, output_tokens FROM model_call "
                          "WHERE run_id = %s", run_id)

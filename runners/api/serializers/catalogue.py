@@ -50,7 +50,11 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         help_text="Values for the runner's own config fields (`GET /runners/{id}`: "
                   "`config_schema`), in LangBot's shapes; checked against the schema, a key it "
                   "does not declare is refused. They win over what primary_model, "
-                  "fallback_models, personality_prompt and mcp_servers fill in.")
+                  "fallback_models, personality_prompt and mcp_servers fill in. Secret fields "
+                  "are write-only: never shown (see runner_config_secrets), kept when not sent "
+                  "again, cleared with null.")
+    runner_config_secrets = serializers.SerializerMethodField(
+        help_text="The secret config fields that hold a value (write-only: never shown).")
     sub_agents = serializers.ListField(child=serializers.UUIDField(), required=False,
                                        max_length=100)
     unknown_models = serializers.SerializerMethodField(
@@ -64,14 +68,15 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "runner_config", "sub_agents", "unknown_models",
-            "warnings",
+            "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
+            "sub_agents", "unknown_models", "warnings",
             "created_at", "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
+        data["runner_config"] = runner_config.shown(instance.runner_config or {})
         data["sub_agents"] = [str(link.child_id) for link in instance.sub_agent_links.all()]
         return data
 
@@ -80,6 +85,9 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         if "known_models" not in self.context:
             self.context["known_models"] = set(LLMModel.objects.values_list("name", flat=True))
         return unknown_models(model_names(instance), self.context["known_models"])
+
+    def get_runner_config_secrets(self, instance) -> list[str]:
+        return runner_config.secrets_set(instance.runner_config or {})
 
     def get_warnings(self, instance) -> list[str]:
         warnings = []
@@ -128,10 +136,13 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         if "runner_config" in attrs or "runner_id" in attrs:
             runner_id = attrs.get("runner_id") or candidate.runner_id
             config = attrs.get("runner_config", candidate.runner_config) or {}
+            schema = runner_config.schema_of(runner_id)
             try:
-                runner_config.check(config, runner_config.schema_of(runner_id), runner_id)
+                runner_config.check(config, schema, runner_id)
             except runner_config.ConfigError as exc:
                 raise serializers.ValidationError({"runner_config": exc.errors}) from exc
+            stored = self.instance.runner_config if self.instance is not None else None
+            attrs["runner_config"] = runner_config.sealed(config, schema, stored)
         return attrs
 
     @transaction.atomic

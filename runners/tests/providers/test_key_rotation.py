@@ -5,6 +5,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import CommandError, call_command
 
+from runners.catalogue import runner_config
 from runners.models import McpServer
 from runners.providers.calls import CallInfo, invoke
 from runners.providers.secrets import UnreadableKey, api_key
@@ -64,3 +65,16 @@ def test_mcp_server_env_and_headers_survive_rotation(settings):
 
     assert mcp_servers.env(server) == {"TOKEN": "t-123"}
     assert mcp_servers.headers(server) == {"X-Api-Key": "h-456"}
+
+
+def test_an_agent_types_secret_runner_config_survives_rotation(settings, make_agent_type):
+    settings.SECRET_KEY = OLD_KEY
+    schema = [{"name": "api-key", "type": "secret"}]
+    agent_type = make_agent_type(runner_config=runner_config.sealed({"api-key": "k-789"}, schema))
+
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = NEW_KEY, [OLD_KEY]
+    call_command("rotate_secrets")
+    settings.SECRET_KEY_FALLBACKS = []
+    agent_type.refresh_from_db()
+
+    assert runner_config.opened(agent_type.runner_config) == {"api-key": "k-789"}
