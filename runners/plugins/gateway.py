@@ -180,6 +180,8 @@ class LocalGateway:
             if not folder.problem and (error := await install_requirements(
                     folder.path, markers, self.link.sandbox)):
                 errors[folder.plugin_id] = error
+        for plugin_id, error in errors.items():
+            logger.warning("plugin %s is not loaded: %s", plugin_id, error)
         self._held_back = errors
         if self.database_ready.is_set():
             await self._record_installations(found, errors)
