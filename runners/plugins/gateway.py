@@ -356,7 +356,7 @@ class LocalGateway:
         """The runner's results. A plugin expected here (enabled, its folder present, handed to
         the runtime) but missing now (its process died, and the runtime is relaunching it) is waited
         for, up to PLUGIN_RETURN_SECONDS within `item_timeout`: the runtime says so before the
-        runner starts, so asking again runs nothing twice."""
+        runner sent anything (the plugin is not there, or its connection closed at once)."""
         await self._wait_settled()
         loop = asyncio.get_running_loop()
         give_up = loop.time() + min(item_timeout, PLUGIN_RETURN_SECONDS)
@@ -442,12 +442,19 @@ def apply_plugin_settings(author: str, name: str) -> None:
 
 # What the runtime answers, before starting anything, for a plugin it is relaunching.
 PLUGIN_AWAY_CODES = {"runner.plugin_not_found", "runner.plugin_not_initialized"}
+# ... or, when it has not yet seen the plugin's process die, its first and only result.
+PLUGIN_GONE_CODE, PLUGIN_GONE_ERROR = "runner.forward_exception", "Connection closed"
 
 
 def _plugin_missing(result: dict | None) -> bool:
-    """Whether the runtime answered a run with "that plugin is not (yet) there"."""
-    return (isinstance(result, dict) and result.get("type") == "run.failed"
-            and (result.get("data") or {}).get("code") in PLUGIN_AWAY_CODES)
+    """Whether the runtime answered a run with "that plugin is not (yet) there": it is not
+    loaded, or its connection closed before the runner sent anything."""
+    if not isinstance(result, dict) or result.get("type") != "run.failed":
+        return False
+    data = result.get("data") or {}
+    return data.get("code") in PLUGIN_AWAY_CODES or (
+        data.get("code") == PLUGIN_GONE_CODE and result.get("sequence") in (None, 1)
+        and PLUGIN_GONE_ERROR in str(data.get("error")))
 
 
 def _plugin_id(plugin: dict) -> str:
