@@ -1,5 +1,8 @@
 from django.apps import AppConfig
 from django.contrib.admin.apps import AdminConfig
+from django.db.backends.signals import connection_created
+
+from langhost.sqlite import load_sqlite_vec
 
 
 class LangHostConfig(AppConfig):
@@ -10,6 +13,8 @@ class LangHostConfig(AppConfig):
 
     def ready(self):
         from langhost import checks  # noqa: F401  (registers them)
+
+        connection_created.connect(load_sqlite_vec, dispatch_uid="langhost-sqlite-vec")
 
 
 class LangHostAdminConfig(AdminConfig):

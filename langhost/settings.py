@@ -11,6 +11,9 @@ from pathlib import Path
 import dj_database_url
 
 from langhost import data_dir
+from langhost.sqlite import use_a_sqlite_that_loads_extensions
+
+use_a_sqlite_that_loads_extensions()  # before Django's SQLite backend imports `sqlite3`
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -53,6 +56,7 @@ INSTALLED_APPS = [
     "accounts",
     "ledger",
     "runners",
+    "runners.knowledge",
 ]
 
 # Django's and django-csp's middleware, with their hooks run on the event loop rather than in
