@@ -12,8 +12,10 @@ which a stalled reply waits for.
 """
 
 import asyncio
+import hashlib
 import itertools
 import json
+import math
 import os
 import threading
 import time
@@ -28,6 +30,19 @@ TIME_FACTOR = float(os.environ.get("LANGHOST_TEST_TIME_FACTOR", "1"))
 def scaled(seconds: float) -> float:
     """A wall-clock limit, scaled for slow machines (`LANGHOST_TEST_TIME_FACTOR`)."""
     return seconds * TIME_FACTOR
+
+
+EMBEDDING_DIMENSIONS = 64
+
+
+def bag_of_words(text: str) -> list[float]:
+    """The fake's embedding of `text`: its words hashed into EMBEDDING_DIMENSIONS counts,
+    normalized. Texts sharing words are near, so the nearest chunk to a question is known."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in "".join(c if c.isalnum() else " " for c in text.lower()).split():
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIMENSIONS] += 1
+    norm = math.sqrt(sum(value * value for value in vector)) or 1.0
+    return [value / norm for value in vector]
 
 
 @dataclass
@@ -162,8 +177,8 @@ class FakeProvider:
         if path.endswith("/embeddings"):
             inputs = body.get("input")
             inputs = [inputs] if isinstance(inputs, str) else inputs
-            data = [{"object": "embedding", "index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3]}
-                    for i in range(len(inputs))]
+            data = [{"object": "embedding", "index": i, "embedding": bag_of_words(text)}
+                    for i, text in enumerate(inputs)]
             return await self._json(writer, 200, {
                 "object": "list", "data": data, "model": body.get("model"),
                 "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)}})

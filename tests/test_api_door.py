@@ -18,11 +18,15 @@ import uuid
 from collections import defaultdict
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import URLResolver, get_resolver
 from drf_spectacular.generators import EndpointEnumerator, SchemaGenerator
 from rest_framework.schemas.generators import is_api_view
 
 from accounts.models import Membership
+from runners.knowledge import services as knowledge
+from runners.knowledge.models import KnowledgeBase
+from runners.models import LLMModel, ModelProvider
 from runners.tests.conversation_fixtures import conversations_url, read_body
 
 PUBLIC_OPERATIONS = {
@@ -125,7 +129,15 @@ def owners_objects(user_client, project, agent, agent_type, member):
     started = user_client.post("/api/v1/runs", {"agent_id": str(agent.pk),
                                                 "input": {"text": "hi"}}, format="json")
     assert (opened.status_code, uploaded.status_code, started.status_code) == (201, 201, 201)
+    provider = ModelProvider.objects.create(name="door-embeddings", kind="openai",
+                                            base_url="http://127.0.0.1:9/v1")
+    knowledge_base = KnowledgeBase.objects.create(
+        project=project, name="Door", embedding_model=LLMModel.objects.create(
+            name="door-embedder", provider=provider, upstream_model="embedder",
+            model_type="embedding"))
+    document = knowledge.add_document(knowledge_base, SimpleUploadedFile("door.md", b"hi"))
     return {
+        "knowledge_base_id": knowledge_base.pk, "document_id": document.pk,
         "projects": project.pk, "agent-types": agent_type.pk, "runners": "builtin:echo",
         "slug": agent_type.slug, "user_id": member.pk, "project_id": project.pk,
         "agent_id": agent.pk, "conversation_id": opened.json()["id"],

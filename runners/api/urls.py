@@ -8,6 +8,7 @@ from runners.api.views import plugin_tools as tool_views
 from runners.api.views import providers as provider_views
 from runners.api.views import runs as run_views
 from runners.api.views import tools as mcp_views
+from runners.knowledge.api import views as knowledge_views
 
 router = OptionalSlashRouter()
 # Runs first: Django tries the patterns in order, and starting runs is the busiest route.
@@ -27,6 +28,11 @@ router.register("tools", tool_views.ToolViewSet, basename="tool")
 router.register("model-providers", provider_views.ModelProviderViewSet, basename="model-provider")
 router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
 router.register("mcp-servers", mcp_views.McpServerViewSet, basename="mcp-server")
+_PROJECT = f"projects/(?P<project_id>{UUID})"
+router.register(f"{_PROJECT}/knowledge-bases", knowledge_views.KnowledgeBaseViewSet,
+                basename="knowledge-base")
+router.register(f"{_PROJECT}/knowledge-bases/(?P<knowledge_base_id>{UUID})/documents",
+                knowledge_views.KnowledgeDocumentViewSet, basename="knowledge-document")
 
 # The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
 langbot_urlpatterns = [

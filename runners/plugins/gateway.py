@@ -22,6 +22,7 @@ from django.db import transaction
 
 from runners.execution import registry, tool_registry
 from runners.hostapi.host import DjangoHost, installation_for_sync
+from runners.knowledge import worker as knowledge_worker
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins import folders
 from runners.plugins.requirements import install_requirements
@@ -150,6 +151,7 @@ class LocalGateway:
             self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
         self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
+        self._spawn(self._ingest_forever())  # and ingests knowledge documents
 
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.
@@ -166,6 +168,10 @@ class LocalGateway:
     async def _reap_forever(self) -> None:
         await self.database_ready.wait()
         await liveness.reap_forever()
+
+    async def _ingest_forever(self) -> None:
+        await self.database_ready.wait()
+        await knowledge_worker.ingest_forever()
 
     async def _prepare_plugins(self) -> None:
         """Before each runtime start: install the plugins' requirements, then hand the runtime

@@ -1,0 +1,57 @@
+from rest_framework import serializers
+
+from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
+from runners.models import LLMModel
+
+
+class KnowledgeBaseSerializer(serializers.ModelSerializer):
+    embedding_model_id = serializers.PrimaryKeyRelatedField(
+        source="embedding_model",
+        queryset=LLMModel.objects.filter(model_type=LLMModel.Type.EMBEDDING, is_active=True),
+        help_text="An active model of type embedding (`GET /models`).")
+    chunk_size = serializers.IntegerField(min_value=20, max_value=4000, default=300)
+    chunk_overlap = serializers.IntegerField(min_value=0, max_value=1000, default=50)
+    top_k = serializers.IntegerField(min_value=1, max_value=50, default=5)
+
+    class Meta:
+        model = KnowledgeBase
+        fields = ["id", "name", "description", "embedding_model_id", "chunk_size",
+                  "chunk_overlap", "top_k", "dimensions", "created_at", "updated_at"]
+        read_only_fields = ["id", "dimensions", "created_at", "updated_at"]
+
+    def validate(self, attrs):
+        size = attrs.get("chunk_size", getattr(self.instance, "chunk_size", 300))
+        overlap = attrs.get("chunk_overlap", getattr(self.instance, "chunk_overlap", 50))
+        if overlap >= size:
+            raise serializers.ValidationError(
+                {"chunk_overlap": ["Must be smaller than chunk_size."]})
+        model = attrs.get("embedding_model")
+        if (self.instance is not None and model is not None and self.instance.dimensions
+                and model != self.instance.embedding_model):
+            raise serializers.ValidationError({"embedding_model_id": [
+                "The knowledge base holds vectors of its model already; make a new one."]})
+        return attrs
+
+
+class KnowledgeDocumentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = KnowledgeDocument
+        fields = ["id", "name", "mime_type", "size", "sha256", "status", "status_reason",
+                  "progress", "chunk_count", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class DocumentUploadSerializer(serializers.Serializer):
+    file = serializers.ListField(child=serializers.FileField(), min_length=1, max_length=20,
+                                 help_text="One or more files (multipart, each as `file`).")
+
+
+class RetrieveSerializer(serializers.Serializer):
+    query = serializers.CharField(max_length=4000)
+    top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
+
+
+class HitSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    score = serializers.FloatField(help_text="1 - cosine distance: higher is nearer.")
+    citation = serializers.DictField(help_text="{document_id, document, chunk, score, page?}")

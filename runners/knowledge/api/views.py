@@ -1,0 +1,110 @@
+"""A project's knowledge bases, their documents and retrieval. Members of the project
+manage its knowledge bases; superusers see every project's; anyone else finds none (404)."""
+
+from asgiref.sync import async_to_sync
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+
+from accounts.models import Project
+from langhost.api import UUID
+from ledger.services.artifacts import max_bytes
+from runners.api.views.conversations import PayloadTooLarge
+from runners.knowledge import services, worker
+from runners.knowledge.api import serializers
+from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
+
+
+class ProjectScoped:
+    """Views under `projects/{project_id}/`: a project the caller cannot see is not found,
+    before anything else about the request is looked at."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if not getattr(self, "swagger_fake_view", False):
+            self.get_project()
+
+    def get_project(self) -> Project:
+        if not hasattr(self, "_project"):
+            self._project = get_object_or_404(Project.objects.visible_to(self.request.user),
+                                              pk=self.kwargs["project_id"])
+        return self._project
+
+
+class KnowledgeBaseViewSet(ProjectScoped, viewsets.ModelViewSet):
+    serializer_class = serializers.KnowledgeBaseSerializer
+    lookup_url_kwarg = "knowledge_base_id"
+    lookup_value_regex = UUID
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return KnowledgeBase.objects.none()
+        return KnowledgeBase.objects.filter(project=self.get_project()).select_related(
+            "embedding_model")
+
+    def perform_create(self, serializer):
+        serializer.save(project=self.get_project())
+
+    def perform_destroy(self, instance):
+        services.delete_knowledge_base(instance)
+
+    @extend_schema(request=serializers.RetrieveSerializer,
+                   responses=serializers.HitSerializer(many=True))
+    @action(detail=True, methods=["post"], url_path="retrieve")
+    def search(self, request, **kwargs):
+        """The chunks nearest to `query`, best first, each with its citation: the same
+        service runners retrieve through."""
+        knowledge_base = self.get_object()
+        body = serializers.RetrieveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        hits = async_to_sync(services.retrieve)(knowledge_base, body.validated_data["query"],
+                                                body.validated_data.get("top_k"))
+        return Response([{"text": hit.text, "score": hit.score, "citation": hit.citation()}
+                         for hit in hits])
+
+
+class KnowledgeDocumentViewSet(ProjectScoped, mixins.ListModelMixin,
+                               mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
+                               viewsets.GenericViewSet):
+    """A knowledge base's documents: upload (multipart, `file`, several at once) answers 202
+    with them `queued`; they are ingested in the background, their `status` and `progress`
+    shown here."""
+
+    serializer_class = serializers.KnowledgeDocumentSerializer
+    lookup_url_kwarg = "document_id"
+    lookup_value_regex = UUID
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get_knowledge_base(self) -> KnowledgeBase:
+        return get_object_or_404(KnowledgeBase, project=self.get_project(),
+                                 pk=self.kwargs["knowledge_base_id"])
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return KnowledgeDocument.objects.none()
+        return KnowledgeDocument.objects.filter(knowledge_base=self.get_knowledge_base())
+
+    @extend_schema(request={"multipart/form-data": serializers.DocumentUploadSerializer},
+                   responses={202: serializers.KnowledgeDocumentSerializer(many=True)})
+    def create(self, request, **kwargs):
+        knowledge_base = self.get_knowledge_base()
+        body = serializers.DocumentUploadSerializer(data={"file": request.FILES.getlist("file")})
+        body.is_valid(raise_exception=True)
+        limit = max_bytes()
+        for upload in body.validated_data["file"]:
+            if upload.size > limit:
+                raise PayloadTooLarge(f"{upload.name} is {upload.size} bytes, over the "
+                                      f"{limit}-byte limit for a file "
+                                      "(LANGHOST_ARTIFACT_MAX_BYTES).")
+        documents = [services.add_document(knowledge_base, upload)
+                     for upload in body.validated_data["file"]]
+        worker.wake()
+        return Response(self.get_serializer(documents, many=True).data,
+                        status=status.HTTP_202_ACCEPTED)
+
+    def perform_destroy(self, instance):
+        services.delete_document(instance)

@@ -1,0 +1,89 @@
+"""A project's knowledge: knowledge bases, the documents uploaded to them, and the chunks
+their text is cut into, each with its embedding (float32, little-endian, as the vector
+indexes store it)."""
+
+import uuid
+
+from django.db import models
+
+from accounts.models import Project
+from runners.models import LLMModel
+
+
+class KnowledgeBase(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE,
+                                related_name="knowledge_bases")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, max_length=10_000)
+    embedding_model = models.ForeignKey(
+        LLMModel, on_delete=models.PROTECT, related_name="knowledge_bases",
+        limit_choices_to={"model_type": LLMModel.Type.EMBEDDING},
+        help_text="The embedding model its chunks and queries are embedded with.")
+    chunk_size = models.PositiveIntegerField(
+        default=300, help_text="Words per chunk.")
+    chunk_overlap = models.PositiveIntegerField(
+        default=50, help_text="Words each chunk repeats of the one before.")
+    top_k = models.PositiveIntegerField(default=5, help_text="Chunks a retrieval returns.")
+    # Fixed by the first embedding: every vector of the base has this many dimensions.
+    dimensions = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"],
+                                               name="knowledge_base_name_per_project")]
+
+    def __str__(self):
+        return self.name
+
+
+class KnowledgeDocument(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        PARSING = "parsing"
+        EMBEDDING = "embedding"
+        READY = "ready"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE,
+                                       related_name="documents")
+    file = models.FileField(upload_to="knowledge/%Y/%m/")
+    name = models.CharField(max_length=255)
+    mime_type = models.CharField(max_length=127)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED,
+                              db_index=True)
+    status_reason = models.TextField(blank=True)
+    progress = models.FloatField(default=0.0, help_text="0 to 1, through parsing and embedding.")
+    chunk_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+
+class Chunk(models.Model):
+    document = models.ForeignKey(KnowledgeDocument, on_delete=models.CASCADE,
+                                 related_name="chunks")
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE,
+                                       related_name="chunks")
+    position = models.PositiveIntegerField()
+    text = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    vector = models.BinaryField()
+
+    class Meta:
+        ordering = ["document", "position"]
+        constraints = [models.UniqueConstraint(fields=["document", "position"],
+                                               name="chunk_position_per_document")]
+
+    def __str__(self):
+        return f"{self.document_id}#{self.position}"

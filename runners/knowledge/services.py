@@ -1,0 +1,174 @@
+"""Writes to knowledge bases: documents added, ingested (parsed, chunked, embedded, indexed)
+and removed, and retrieval, the one service every door and runner uses to search.
+
+Ingestion moves a document `queued → parsing → embedding → ready`, or `failed` with the
+reason, its progress stored as it goes; a failure touches no other document. Every
+embedding call is a model call of the base's embedding model, recorded with its tokens and
+cost. Removing a document (or a base) removes its chunks and their vectors.
+"""
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from runners.knowledge import parsing, vectors
+from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
+from runners.providers.calls import CallInfo, invoke_embedding
+from runners.providers.errors import ProviderError
+
+logger = logging.getLogger(__name__)
+
+EMBEDDING_BATCH = 64
+Status = KnowledgeDocument.Status
+
+
+def add_document(knowledge_base: KnowledgeBase, upload: UploadedFile) -> KnowledgeDocument:
+    """Store an uploaded file as a queued document of the base."""
+    digest, head = hashlib.sha256(), b""
+    for piece in upload.chunks():
+        head = head or piece[:8]
+        digest.update(piece)
+    upload.seek(0)
+    return KnowledgeDocument.objects.create(
+        knowledge_base=knowledge_base, file=upload, name=upload.name or "document",
+        mime_type=parsing.mime_type_of(upload.name or "", upload.content_type, head),
+        size=upload.size or 0, sha256=digest.hexdigest())
+
+
+@sync_to_async
+def _progress(document: KnowledgeDocument, status: str, progress: float, **fields) -> None:
+    document.status, document.progress = status, progress
+    for name, value in fields.items():
+        setattr(document, name, value)
+    document.save(update_fields=["status", "progress", "updated_at", *fields])
+
+
+async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
+                 caller: str) -> list[list[float]]:
+    call = CallInfo(project_id=str(knowledge_base.project_id), caller=caller)
+    try:
+        return await invoke_embedding(knowledge_base.embedding_model, texts, call=call)
+    except ProviderError as exc:
+        raise parsing.UnreadableDocument(
+            f"embedding model '{knowledge_base.embedding_model.name}' failed: {exc}") from exc
+
+
+@sync_to_async
+def _read(document: KnowledgeDocument) -> bytes:
+    with document.file.open("rb") as file:
+        return file.read()
+
+
+async def ingest(document_id) -> None:
+    """Parse, chunk, embed and index a document; it ends `ready` or `failed`."""
+    document = await KnowledgeDocument.objects.select_related(
+        "knowledge_base__embedding_model__provider").aget(pk=document_id)
+    knowledge_base = document.knowledge_base
+    try:
+        await _progress(document, Status.PARSING, 0.0)
+        data = await _read(document)
+        # Parsing a PDF is CPU work: off the loop.
+        found = await asyncio.to_thread(parsing.passages, data, document.mime_type)
+        pieces = parsing.chunks(found, knowledge_base.chunk_size, knowledge_base.chunk_overlap)
+        await _progress(document, Status.EMBEDDING, 0.1)
+        await sync_to_async(remove_chunks)(document)  # ingested again: it starts over
+        made = 0
+        for start in range(0, len(pieces), EMBEDDING_BATCH):
+            batch = pieces[start:start + EMBEDDING_BATCH]
+            embedded = await _embed(knowledge_base, [piece.text for piece in batch],
+                                    f"knowledge:{knowledge_base.pk}")
+            await sync_to_async(_store)(knowledge_base, document, start, batch, embedded)
+            made += len(batch)
+            await _progress(document, Status.EMBEDDING, 0.1 + 0.9 * made / len(pieces))
+        await _progress(document, Status.READY, 1.0, chunk_count=made, status_reason="")
+    except parsing.UnreadableDocument as exc:
+        await _progress(document, Status.FAILED, document.progress, status_reason=str(exc))
+    except Exception as exc:  # recorded on the document, not raised: the others go on
+        logger.exception("knowledge document %s failed", document.pk)
+        await _progress(document, Status.FAILED, document.progress,
+                        status_reason=f"{type(exc).__name__}: {exc}")
+
+
+@transaction.atomic
+def _store(knowledge_base: KnowledgeBase, document: KnowledgeDocument, first: int,
+           pieces: list[parsing.Passage], embedded: list[list[float]]) -> None:
+    dimensions = len(embedded[0])
+    if knowledge_base.dimensions is None:
+        knowledge_base.dimensions = dimensions
+        knowledge_base.save(update_fields=["dimensions", "updated_at"])
+    elif dimensions != knowledge_base.dimensions:
+        raise parsing.UnreadableDocument(
+            f"the embedding model answered {dimensions} dimensions; this knowledge base "
+            f"holds {knowledge_base.dimensions}")
+    made = Chunk.objects.bulk_create(
+        Chunk(document=document, knowledge_base=knowledge_base, position=first + index,
+              text=piece.text, metadata=piece.metadata, vector=vectors.pack(vector))
+        for index, (piece, vector) in enumerate(zip(pieces, embedded, strict=True)))
+    if any(chunk.pk is None for chunk in made):  # a database that returns no ids on insert
+        made = list(Chunk.objects.filter(document=document, position__gte=first)
+                    .order_by("position"))
+    vectors.add(str(knowledge_base.pk), dimensions, made)
+
+
+def remove_chunks(document: KnowledgeDocument) -> None:
+    chunk_ids = list(document.chunks.values_list("pk", flat=True))
+    vectors.remove(document.knowledge_base.dimensions, chunk_ids)
+    Chunk.objects.filter(pk__in=chunk_ids).delete()
+
+
+@transaction.atomic
+def delete_document(document: KnowledgeDocument) -> None:
+    """The document, its chunks, their vectors and its file, gone."""
+    remove_chunks(document)
+    document.file.delete(save=False)
+    document.delete()
+
+
+@transaction.atomic
+def delete_knowledge_base(knowledge_base: KnowledgeBase) -> None:
+    for document in knowledge_base.documents.all():
+        delete_document(document)
+    knowledge_base.delete()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A chunk found, with its score (1 - cosine distance) and where it comes from."""
+
+    chunk_id: int
+    text: str
+    score: float
+    document_id: str
+    document_name: str
+    position: int
+    metadata: dict
+
+    def citation(self) -> dict:
+        return {"document_id": self.document_id, "document": self.document_name,
+                "chunk": self.position, "score": round(self.score, 4),
+                **({"page": self.metadata["page"]} if "page" in self.metadata else {})}
+
+
+async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None = None,
+                   caller: str = "retrieve") -> list[Hit]:
+    """The base's chunks nearest to `query`, best first."""
+    k = top_k or knowledge_base.top_k
+    if knowledge_base.dimensions is None or not query.strip():
+        return []
+    (vector,) = await _embed(knowledge_base, [query], caller)
+    return await sync_to_async(_hits)(knowledge_base, vector, k)
+
+
+def _hits(knowledge_base: KnowledgeBase, vector: list[float], k: int) -> list[Hit]:
+    found = vectors.nearest(str(knowledge_base.pk), knowledge_base.dimensions, vector, k)
+    rows = {chunk.pk: chunk for chunk in Chunk.objects.filter(
+        pk__in=[pk for pk, _ in found]).select_related("document")}
+    return [Hit(chunk_id=pk, text=rows[pk].text, score=1.0 - distance,
+                document_id=str(rows[pk].document_id), document_name=rows[pk].document.name,
+                position=rows[pk].position, metadata=rows[pk].metadata)
+            for pk, distance in found if pk in rows]

@@ -1,0 +1,81 @@
+"""`/api/v1/projects/{id}/knowledge-bases`: members manage their project's knowledge bases
+over REST; uploads answer 202 at once and are ingested in the background; retrieval returns
+the chunk holding the answer first, with its citation; outsiders find nothing."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+
+from accounts.models import Project
+from runners.knowledge.models import Chunk
+from runners.knowledge.tests.conftest import pdf_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def project(user):
+    return Project.objects.create(name="Harbour", owner=user)
+
+
+def bases_url(project) -> str:
+    return f"/api/v1/projects/{project.pk}/knowledge-bases"
+
+
+@pytest.fixture
+def base(user_client, project, embedding_model):
+    created = user_client.post(bases_url(project), {
+        "name": "Handbook", "embedding_model_id": str(embedding_model.pk),
+        "chunk_size": 20, "chunk_overlap": 5}, format="json")
+    assert created.status_code == 201, created.json()
+    return created.json()
+
+
+def documents_url(project, base) -> str:
+    return f"{bases_url(project)}/{base['id']}/documents"
+
+
+def test_uploads_are_queued_then_ingested_and_retrieval_finds_the_answer(
+        user_client, project, base):
+    uploaded = user_client.post(documents_url(project, base), {"file": [
+        SimpleUploadedFile("handbook.md", b"# Ferry\n\nThe ferry leaves the north pier hourly."),
+        SimpleUploadedFile("divers.pdf", pdf_with("Divers register with the harbour master."))]},
+        format="multipart")
+
+    assert uploaded.status_code == 202, uploaded.json()
+    assert [doc["status"] for doc in uploaded.json()] == ["queued", "queued"]
+    call_command("ingest_knowledge")
+    listed = user_client.get(documents_url(project, base)).json()["data"]
+    assert {doc["name"]: doc["status"] for doc in listed} == {"handbook.md": "ready",
+                                                              "divers.pdf": "ready"}
+    hits = user_client.post(f"{bases_url(project)}/{base['id']}/retrieve",
+                            {"query": "where do divers register"}, format="json").json()
+    assert hits[0]["citation"]["document"] == "divers.pdf"
+    assert "harbour master" in hits[0]["text"]
+
+
+def test_an_outsider_finds_no_knowledge_base(outsider_client, project, base):
+    assert outsider_client.get(bases_url(project)).status_code == 404
+    assert outsider_client.post(f"{bases_url(project)}/{base['id']}/retrieve",
+                                {"query": "x"}, format="json").status_code == 404
+
+
+def test_deleting_a_knowledge_base_removes_its_documents_and_chunks(user_client, project, base):
+    user_client.post(documents_url(project, base),
+                     {"file": [SimpleUploadedFile("a.md", b"The ferry leaves hourly.")]},
+                     format="multipart")
+    call_command("ingest_knowledge")
+    assert Chunk.objects.exists()
+
+    assert user_client.delete(f"{bases_url(project)}/{base['id']}").status_code == 204
+    assert not Chunk.objects.exists()
+
+
+def test_bad_settings_are_refused_naming_the_field(user_client, project, embedding_model):
+    refused = user_client.post(bases_url(project), {
+        "name": "Bad", "embedding_model_id": str(embedding_model.pk), "chunk_size": 50,
+        "chunk_overlap": 60}, format="json")
+
+    assert refused.status_code == 400
+    assert "chunk_overlap" in refused.json()["errors"]
+
