@@ -8,7 +8,7 @@
   an `llm-model-selector` (the primary's id); its persona a `prompt-editor` (a list of
   messages); its MCP servers an MCP selector; any other field keeps its declared default.
 - `not_granted(config, schema)`: what a config asks for that LangHost cannot grant yet
-  (knowledge bases, rerank models): accepted, and said, never silently dropped.
+  (rerank models): accepted, and said, never silently dropped.
 - Secrets (fields of type `secret`, e.g. a Dify API key) are write-only: stored encrypted
   (`sealed`), shown by name only (`shown`, `secrets_set`), opened for the runner only
   (`opened`).
@@ -28,12 +28,9 @@ PROMPT_EDITOR = "prompt-editor"
 MODEL_FALLBACK_SELECTOR = "model-fallback-selector"
 LLM_MODEL_SELECTORS = {"llm-model-selector", "select-llm-model"}
 MCP_SELECTORS = {"mcp-server-selector", "mcp-server-multi-selector"}
+KNOWLEDGE_BASE_SELECTORS = {"knowledge-base-selector", "knowledge-base-multi-selector"}
 # Fields naming things LangHost cannot grant yet: the type, and what to say about it.
-NOT_GRANTED = {
-    "knowledge-base-selector": "knowledge bases",
-    "knowledge-base-multi-selector": "knowledge bases",
-    "rerank-model-selector": "rerank models",
-}
+NOT_GRANTED = {"rerank-model-selector": "rerank models"}
 NO_SELECTION = (None, "", "__none__", [], {})
 
 

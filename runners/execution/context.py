@@ -78,7 +78,8 @@ def available_apis(event: AgentEventEnvelope, binding: AgentBinding,
 
 def authorization_snapshot(event: AgentEventEnvelope, binding: AgentBinding,
                            descriptor: RunnerDescriptor, apis: dict, scopes: dict,
-                           grants: ModelGrants = NO_GRANTS, tools: list[dict] = ()) -> dict:
+                           grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
+                           knowledge: list[dict] = ()) -> dict:
     """What in-run API calls are checked against, persisted on the run row."""
     return {
         "runner_id": descriptor.id,
@@ -91,14 +92,16 @@ def authorization_snapshot(event: AgentEventEnvelope, binding: AgentBinding,
         "thread_id": event.thread_id or "",
         "project_id": event.project_id or "",
         "prompt": binding.runner_config.get("prompt") or "",
-        "resources": {"models": grants.models, "tools": list(tools)},
+        "resources": {"models": grants.models, "tools": list(tools),
+                      "knowledge_bases": list(knowledge)},
     }
 
 
 def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                   apis: dict, state: dict, deadline_at: float | None,
                   latest_cursor: str | None = None,
-                  grants: ModelGrants = NO_GRANTS, tools: list[dict] = ()) -> dict:
+                  grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
+                  knowledge: list[dict] = ()) -> dict:
     conversation = None
     if event.conversation_id:
         conversation = {
@@ -128,6 +131,7 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
         "resources": {
             "models": grants.models,
             "tools": list(tools),
+            "knowledge_bases": list(knowledge),
             "storage": {"plugin_storage": apis["storage"], "workspace_storage": False},
         },
         "context": {

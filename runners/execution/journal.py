@@ -140,8 +140,8 @@ class Journal:
 async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
                     agent_name: str, owner_id: str,
-                    grants: ModelGrants = NO_GRANTS,
-                    tools: list[dict] = ()) -> ledger.StartedRun:
+                    grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
+                    knowledge: list[dict] = ()) -> ledger.StartedRun:
     """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`
     and, for a runner that may page the history, its latest cursor.
 
@@ -156,8 +156,8 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "conversation_id": event.conversation_id or "",
             "thread_id": event.thread_id or "", "project_id": event.project_id or "",
             "deadline_at": deadline_at,
-            "authorization_json": context.authorization_snapshot(event, binding, descriptor,
-                                                                 apis, scopes, grants, tools),
+            "authorization_json": context.authorization_snapshot(
+                event, binding, descriptor, apis, scopes, grants, tools, knowledge),
             # The input itself is the event log's (`event_id`): not copied here.
             "metadata_json": {"event_type": event.event_type, "source": event.source,
                               "agent_name": agent_name},

@@ -38,6 +38,7 @@ from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.results import IDLE, Results, Stop, next_result
 from runners.execution.run import LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
+from runners.knowledge.grants import knowledge_grants
 from runners.models import RunnerDescriptor
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
@@ -107,13 +108,14 @@ class Orchestrator:
         apis = context.available_apis(event, binding, descriptor)
         models = await grants.model_grants(binding, descriptor)
         tools = await tool_grants(binding, descriptor)
+        knowledge = await knowledge_grants(binding, descriptor, event.project_id)
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
         try:
             started = await journal.start_run(run_id, event, binding, descriptor, apis, scopes,
                                               deadline, agent_name, process.owner_id, models,
-                                              tools)
+                                              tools, knowledge)
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
@@ -132,7 +134,7 @@ class Orchestrator:
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=started.state, deadline_at=deadline,
                                             latest_cursor=started.latest_cursor,
-                                            grants=models, tools=tools)
+                                            grants=models, tools=tools, knowledge=knowledge)
             async for message in self._stream(state, payload, handle):
                 yield message
         except (GeneratorExit, asyncio.CancelledError):

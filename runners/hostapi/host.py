@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
-from runners.hostapi import model_api, run_api, tool_api
+from runners.hostapi import knowledge_api, model_api, run_api, tool_api
 from runners.models import PluginInstallation, PluginStorage
 from runners.runtime.host import HostActions, HostError
 from runners.runtime.identity import plugin_installation_uuid
@@ -89,6 +89,8 @@ class DjangoHost(HostActions):
             return await model_api.handle(action, data, context)
         if action in tool_api.ACTIONS:
             return await tool_api.handle(action, data, context)
+        if action in knowledge_api.ACTIONS:
+            return await knowledge_api.handle(action, data, context)
         return await run_api.handle(action, data, context)
 
     def stream_run_api(self, action: str, data: dict,

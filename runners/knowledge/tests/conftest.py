@@ -2,6 +2,7 @@ import pytest
 
 from runners.models import LLMModel, ModelProvider
 from runners.providers.secrets import set_api_key
+from runners.tests.conftest import own_gateway  # noqa: F401  (a fixture)
 from tests.fake_providers import openai_server  # noqa: F401  (a fixture)
 
 

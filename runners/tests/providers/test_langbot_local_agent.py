@@ -119,17 +119,17 @@ async def test_an_explicit_langbot_shaped_config_runs_and_a_foreign_key_is_refus
     assert "integer" in json.dumps(body["errors"]["runner_config"])
 
 
-async def test_a_knowledge_base_it_cannot_grant_is_said_on_the_type_and_in_each_run(
+async def test_a_rerank_model_it_cannot_grant_is_said_on_the_type_and_in_each_run(
         runtime, models, openai_server, superuser_client, user_client, user, project):
     agent_type, agent = await agent_of_type(
         superuser_client, user_client, project, primary_model="good-chat",
-        runner_config={"knowledge-bases": ["kb-handbook"]})
+        runner_config={"rerank-model": "a-rerank-model"})
     openai_server.script(Reply(text="Fine."))
 
     (answer,) = await talk(user, agent, ["Hello"])
 
-    assert any("knowledge bases" in warning for warning in agent_type["warnings"])
+    assert any("rerank models" in warning for warning in agent_type["warnings"])
     assert answer["status"] == "completed"
     said = await sync_to_async(list)(AgentRunEvent.objects.filter(
         run_id=answer["run_id"], type="config.not_granted").values_list("data_json", flat=True))
-    assert len(said) == 1 and "knowledge-bases" in said[0]["reason"]
+    assert len(said) == 1 and "rerank-model" in said[0]["reason"]

@@ -1,0 +1,74 @@
+"""LangBot's knowledge actions, answered in LangBot's shapes, for the bases granted to the run.
+
+`list_knowledge_bases` / `list_pipeline_knowledge_bases` -> `{"knowledge_bases": [{uuid, name,
+type}]}` (the run's granted ones); `retrieve_knowledge_base` / `retrieve_knowledge`
+`{kb_id, query_text, top_k}` -> `{"results": [RetrievalResultEntry]}`: `{id, content: [text
+element], metadata: {document_id, document_name, chunk, page?}, distance, score}`, nearest
+first. A base not granted to the run for the operation is refused `kb.not_granted` here, by
+the host, whatever the plugin's SDK checked.
+
+The SDK's runtime forwards these actions without naming the calling plugin (it does for the
+run API), so a call is the run's by its run id, which only the run's plugin is given, and
+is refused when it names another plugin or the run is no longer active.
+"""
+
+from ledger.models import AgentRun, RunStatus
+from runners.knowledge import services
+from runners.knowledge.models import KnowledgeBase
+from runners.runtime.host import HostError
+
+LIST_ACTIONS = frozenset({"list_knowledge_bases", "list_pipeline_knowledge_bases"})
+RETRIEVE_ACTIONS = frozenset({"retrieve_knowledge_base", "retrieve_knowledge"})
+ACTIONS = LIST_ACTIONS | RETRIEVE_ACTIONS
+MAX_TOP_K = 50
+
+
+def _granted(auth: dict, operation: str) -> list[dict]:
+    return [grant for grant in (auth.get("resources") or {}).get("knowledge_bases") or []
+            if operation in (grant.get("operations") or [])]
+
+
+async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
+    run_id = data.get("run_id")
+    if not run_id:
+        raise HostError("run.required", f"{action} must name the run it belongs to")
+    run = await AgentRun.objects.filter(run_id=str(run_id)).afirst()
+    if run is None:
+        raise HostError("run.not_found", f"run {run_id} does not exist")
+    auth = run.authorization_json or {}
+    claimed = data.get("caller_plugin_identity")
+    if claimed and claimed != auth.get("plugin_identity"):
+        raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {claimed}")
+    if run.status != RunStatus.RUNNING:
+        raise HostError("run.not_active", f"run {run_id} is {run.status}; {action} needs an "
+                                          "active run")
+    return run, auth
+
+
+async def handle(action: str, data: dict, context: dict | None) -> dict:
+    """Answer one knowledge action, or raise HostError."""
+    run, auth = await _authorize(action, data)
+    if action in LIST_ACTIONS:
+        return {"knowledge_bases": [{"uuid": grant["kb_id"], "name": grant.get("kb_name"),
+                                     "type": grant.get("kb_type")}
+                                    for grant in _granted(auth, "list")]}
+    kb_id = str(data.get("kb_id") or "")
+    if kb_id not in {grant["kb_id"] for grant in _granted(auth, "retrieve")}:
+        raise HostError("kb.not_granted",
+                        f"knowledge base {kb_id!r} is not granted to run {run.run_id} for "
+                        "retrieve")
+    knowledge_base = await KnowledgeBase.objects.select_related(
+        "embedding_model").filter(pk=kb_id).afirst()
+    if knowledge_base is None:
+        raise HostError("kb.not_found", f"knowledge base {kb_id!r} no longer exists")
+    query = data.get("query_text")
+    if not isinstance(query, str):
+        raise HostError("kb.bad_arguments", "retrieve needs `query_text`, a string")
+    top_k = data.get("top_k")
+    top_k = min(top_k, MAX_TOP_K) if isinstance(top_k, int) and top_k > 0 else None
+    hits = await services.retrieve(knowledge_base, query, top_k, caller=f"run:{run.run_id}")
+    return {"results": [{
+        "id": str(hit.chunk_id), "content": [{"type": "text", "text": hit.text}],
+        "metadata": {"document_id": hit.document_id, "document_name": hit.document_name,
+                     "chunk": hit.position, **hit.metadata},
+        "distance": 1.0 - hit.score, "score": hit.score} for hit in hits]}

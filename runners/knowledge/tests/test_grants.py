@@ -1,0 +1,80 @@
+"""Knowledge bases granted to a run, over the real SDK runtime: a runner lists the bases its
+binding names and retrieves from one through the SDK; a base of another project is never
+granted, and asking the host for it past the SDK's check is refused `kb.not_granted`."""
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from accounts.models import Project
+from runners.execution.orchestrator import Orchestrator
+from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.knowledge import services
+from runners.knowledge.models import KnowledgeBase
+from runners.knowledge.tests.conftest import pdf_with
+from tests.fake_providers import scaled
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+READER = "plugin:e2e/agent-runner-llm/kb-reader"
+
+
+@pytest.fixture
+async def runtime(own_gateway):
+    gateway = await own_gateway("e2e__agent-runner-llm")
+    await gateway.discover(scaled(30))
+    return gateway
+
+
+@sync_to_async
+def base_of(owner, name: str, embedding_model, text: str) -> KnowledgeBase:
+    project = Project.objects.create(name=name, owner=owner)
+    knowledge_base = KnowledgeBase.objects.create(project=project, name=name,
+                                                  embedding_model=embedding_model)
+    services.add_document(knowledge_base, SimpleUploadedFile(f"{name}.pdf", pdf_with(text)))
+    return knowledge_base
+
+
+async def ingested(knowledge_base: KnowledgeBase) -> None:
+    async for document in knowledge_base.documents.all():
+        await services.ingest(document.pk)
+
+
+async def read(runtime, project_id, text: str, **config) -> dict:
+    outcome = await Orchestrator(runtime).run_to_end(
+        AgentEventEnvelope(project_id=str(project_id), input={"text": text}),
+        AgentBinding(binding_id="kb", runner_id=READER, runner_config=config))
+    assert outcome["status"] == "completed", outcome["status_reason"]
+    return json.loads(outcome["messages"][0]["data"]["message"]["content"])
+
+
+async def test_a_runner_lists_and_retrieves_its_granted_base_and_not_another_projects(
+        runtime, user, outsider, embedding_model):
+    mine = await base_of(user, "Harbour", embedding_model,
+                         "Divers register with the harbour master before diving.")
+    theirs = await base_of(outsider, "Secrets", embedding_model, "The vault code is 1234.")
+    await ingested(mine)
+    await ingested(theirs)
+
+    report = await read(runtime, mine.project_id, "where do divers register",
+                        **{"knowledge-bases": [str(mine.pk), str(theirs.pk)],
+                           "probe-kb": str(theirs.pk)})
+
+    assert report["listed"] == [{"uuid": str(mine.pk), "name": "Harbour", "type": "vector"}]
+    (top, *_) = report["retrieved"]
+    assert "register with the harbour master" in top["content"][0]["text"]
+    assert top["metadata"]["document_name"] == "Harbour.pdf" and top["score"] > 0
+    assert "kb.not_granted" in report["probe"]["error"]
+    assert "1234" not in json.dumps(report)
+
+
+async def test_a_policy_narrows_the_bases_and_a_runner_named_none_gets_none(
+        runtime, user, embedding_model):
+    mine = await base_of(user, "Harbour", embedding_model, "Ferries leave hourly.")
+
+    report = await read(runtime, mine.project_id, "ferries", **{"probe-kb": str(mine.pk)})
+
+    assert report["listed"] == [] and report["retrieved"] is None
+    assert "kb.not_granted" in report["probe"]["error"]
