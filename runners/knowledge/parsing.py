@@ -10,9 +10,6 @@ import io
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError
-
 TEXT_TYPES = {"text/plain", "text/markdown", "text/x-markdown", "text/csv"}
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 PDF_TYPE = "application/pdf"
@@ -68,6 +65,9 @@ class _TextOfHtml(HTMLParser):
 def passages(data: bytes, mime_type: str) -> list[Passage]:
     """The document's text, in passages; UnreadableDocument when there is none to read."""
     if mime_type == PDF_TYPE:
+        from pypdf import PdfReader  # loaded by the first PDF, not at start
+        from pypdf.errors import PdfReadError
+
         try:
             reader = PdfReader(io.BytesIO(data))
             found = [Passage(page.extract_text() or "", {"page": number})

@@ -18,7 +18,6 @@ from django.db import transaction
 
 from runners.knowledge import parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
-from runners.providers.calls import CallInfo, invoke_embedding
 from runners.providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -50,6 +49,8 @@ def _progress(document: KnowledgeDocument, status: str, progress: float, **field
 
 async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
                  caller: str) -> list[list[float]]:
+    from runners.providers.calls import CallInfo, invoke_embedding  # the SDKs load on use
+
     call = CallInfo(project_id=str(knowledge_base.project_id), caller=caller)
     try:
         return await invoke_embedding(knowledge_base.embedding_model, texts, call=call)

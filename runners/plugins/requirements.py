@@ -29,15 +29,12 @@ from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
 
-from langbot_plugin.runtime.helper.pkgmgr import PLUGIN_VENV_DIR, get_pip_index_args
-from langbot_plugin.runtime.plugin.dependency_environment import (
-    DependencyEnvironmentPreparationError,
-    PluginDependencyEnvironmentStore,
-)
-
 from runners.runtime.process import runtime_environment
 from runners.runtime.sandbox import Sandbox
 
+# The SDK's `pkgmgr.PLUGIN_VENV_DIR`: its installer modules (they load pip and more) are
+# imported when a plugin has requirements, not at start.
+PLUGIN_VENV_DIR = ".venv"
 PIP_TIMEOUT_SECONDS = 300.0
 ERROR_TAIL_CHARS = 2000
 SDK_VERSION = version("langbot-plugin")
@@ -56,6 +53,11 @@ def site_packages(folder: Path) -> Path:
 
 def plugin_requirements(folder: Path) -> tuple[str, ...]:
     """The requirement lines pip installs for the plugin, as the SDK's runtime reads them."""
+    from langbot_plugin.runtime.plugin.dependency_environment import (  # on use, see above
+        DependencyEnvironmentPreparationError,
+        PluginDependencyEnvironmentStore,
+    )
+
     try:
         lines, _ = PluginDependencyEnvironmentStore._read_requirements(
             SimpleNamespace(code_path=folder))
@@ -72,6 +74,8 @@ def _digest(requirements: Path) -> str:
 async def _pip_install(lines: tuple[str, ...], folder: Path, timeout: float,
                        sandbox: Sandbox | None) -> tuple[int, str]:
     """pip's exit code and output (both streams); 124 and a note when it ran out of time."""
+    from langbot_plugin.runtime.helper.pkgmgr import get_pip_index_args  # on use, see above
+
     target = site_packages(folder)
     shutil.rmtree(target, ignore_errors=True)  # what an earlier version of the file installed
     target.mkdir(parents=True)
