@@ -9,6 +9,7 @@ from django.test import Client
 from runners.plugins.gateway import LocalGateway
 from runners.runtime.host_process import host_process
 from runners.runtime.loop_bound import LoopBoundGateway
+from tests.timing import scaled
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
 
@@ -71,6 +72,15 @@ async def own_gateway(tmp_path, monkeypatch):
     yield make
     for gateway in made:
         await gateway.stop()
+
+
+@pytest_asyncio.fixture
+async def llm_plugin_gateway(own_gateway):
+    """An own gateway whose runtime has listed the LLM fixture plugin's runners (model caller,
+    LangBot-shaped local agent, knowledge reader)."""
+    gateway = await own_gateway("e2e__agent-runner-llm")
+    await gateway.discover(scaled(30))
+    return gateway
 
 
 @pytest.fixture

@@ -14,18 +14,10 @@ from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
-from tests.fake_providers import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 READER = "plugin:e2e/agent-runner-llm/kb-reader"
-
-
-@pytest.fixture
-async def runtime(own_gateway):
-    gateway = await own_gateway("e2e__agent-runner-llm")
-    await gateway.discover(scaled(30))
-    return gateway
 
 
 @sync_to_async
@@ -42,8 +34,8 @@ async def ingested(knowledge_base: KnowledgeBase) -> None:
         await services.ingest(document.pk)
 
 
-async def read(runtime, project_id, text: str, **config) -> dict:
-    outcome = await Orchestrator(runtime).run_to_end(
+async def read(gateway, project_id, text: str, **config) -> dict:
+    outcome = await Orchestrator(gateway).run_to_end(
         AgentEventEnvelope(project_id=str(project_id), input={"text": text}),
         AgentBinding(binding_id="kb", runner_id=READER, runner_config=config))
     assert outcome["status"] == "completed", outcome["status_reason"]
@@ -51,14 +43,14 @@ async def read(runtime, project_id, text: str, **config) -> dict:
 
 
 async def test_a_runner_lists_and_retrieves_its_granted_base_and_not_another_projects(
-        runtime, user, outsider, embedding_model):
+        llm_plugin_gateway, user, outsider, embedding_model):
     mine = await base_of(user, "Harbour", embedding_model,
                          "Divers register with the harbour master before diving.")
     theirs = await base_of(outsider, "Secrets", embedding_model, "The vault code is 1234.")
     await ingested(mine)
     await ingested(theirs)
 
-    report = await read(runtime, mine.project_id, "where do divers register",
+    report = await read(llm_plugin_gateway, mine.project_id, "where do divers register",
                         **{"knowledge-bases": [str(mine.pk), str(theirs.pk)],
                            "probe-kb": str(theirs.pk)})
 
@@ -71,10 +63,11 @@ async def test_a_runner_lists_and_retrieves_its_granted_base_and_not_another_pro
 
 
 async def test_a_policy_narrows_the_bases_and_a_runner_named_none_gets_none(
-        runtime, user, embedding_model):
+        llm_plugin_gateway, user, embedding_model):
     mine = await base_of(user, "Harbour", embedding_model, "Ferries leave hourly.")
 
-    report = await read(runtime, mine.project_id, "ferries", **{"probe-kb": str(mine.pk)})
+    report = await read(llm_plugin_gateway, mine.project_id, "ferries",
+                        **{"probe-kb": str(mine.pk)})
 
     assert report["listed"] == [] and report["retrieved"] is None
     assert "kb.not_granted" in report["probe"]["error"]

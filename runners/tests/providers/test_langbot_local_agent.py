@@ -14,19 +14,12 @@ from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import AgentInstance
 from runners.tests.conversation_fixtures import read_body
-from tests.fake_providers import Reply, scaled
+from tests.fake_providers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LOCAL_AGENT = "plugin:e2e/agent-runner-llm/local-agent"
 PERSONA = "You are Ada. Answer in one line."
-
-
-@pytest.fixture
-async def runtime(own_gateway):
-    gateway = await own_gateway("e2e__agent-runner-llm")
-    await gateway.discover(scaled(30))
-    return gateway
 
 
 @pytest.fixture
@@ -71,7 +64,8 @@ def reply(outcome: dict) -> str:
 
 
 async def test_configured_as_langbot_configures_it_it_falls_back_keeps_persona_and_history(
-        runtime, models, openai_server, superuser_client, user_client, user, project):
+        llm_plugin_gateway, models, openai_server, superuser_client, user_client, user,
+        project):
     agent_type, agent = await agent_of_type(
         superuser_client, user_client, project, primary_model="broken-chat",
         fallback_models=["good-chat"], personality_prompt=PERSONA)
@@ -96,7 +90,8 @@ async def test_configured_as_langbot_configures_it_it_falls_back_keeps_persona_a
 
 
 async def test_an_explicit_langbot_shaped_config_runs_and_a_foreign_key_is_refused(
-        runtime, models, openai_server, superuser_client, user_client, user, project):
+        llm_plugin_gateway, models, openai_server, superuser_client, user_client, user,
+        project):
     prompt = [{"role": "system", "content": "You answer in French."}]
     good = str(models["good-chat"].pk)
     _, agent = await agent_of_type(superuser_client, user_client, project, runner_config={
@@ -120,7 +115,8 @@ async def test_an_explicit_langbot_shaped_config_runs_and_a_foreign_key_is_refus
 
 
 async def test_a_rerank_model_it_cannot_grant_is_said_on_the_type_and_in_each_run(
-        runtime, models, openai_server, superuser_client, user_client, user, project):
+        llm_plugin_gateway, models, openai_server, superuser_client, user_client, user,
+        project):
     agent_type, agent = await agent_of_type(
         superuser_client, user_client, project, primary_model="good-chat",
         runner_config={"rerank-model": "a-rerank-model"})
