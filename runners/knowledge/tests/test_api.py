@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from accounts.models import Project
-from runners.knowledge.models import Chunk
+from runners.knowledge.models import Chunk, KnowledgeDocument
 from runners.knowledge.tests.conftest import pdf_with
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,3 +79,20 @@ def test_bad_settings_are_refused_naming_the_field(user_client, project, embeddi
     assert refused.status_code == 400
     assert "chunk_overlap" in refused.json()["errors"]
 
+
+
+def test_the_admin_shows_each_documents_status_and_deleting_removes_its_chunks(
+        user_client, project, base, admin_client):
+    user_client.post(documents_url(project, base),
+                     {"file": [SimpleUploadedFile("a.md", b"The ferry leaves hourly.")]},
+                     format="multipart")
+    call_command("ingest_knowledge")
+    document = KnowledgeDocument.objects.get()
+
+    listed = admin_client.get("/admin/knowledge/knowledgedocument/").content.decode()
+    assert "a.md" in listed and "ready" in listed
+    page = admin_client.get(f"/admin/knowledge/knowledgebase/{base['id']}/change/")
+    assert page.status_code == 200 and "a.md" in page.content.decode()
+    admin_client.post(f"/admin/knowledge/knowledgedocument/{document.pk}/delete/",
+                      {"post": "yes"})
+    assert not KnowledgeDocument.objects.exists() and not Chunk.objects.exists()
