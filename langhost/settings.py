@@ -282,6 +282,9 @@ LANGHOST_ANONYMOUS_BODY_MAX_BYTES = int(os.environ.get("LANGHOST_ANONYMOUS_BODY_
 LANGHOST_HEAVY_WRITE_THREADS = int(os.environ.get("LANGHOST_HEAVY_WRITE_THREADS", 2))
 # Confine the plugin runtime and its plugins (runners/runtime/sandbox.py): auto, bwrap, off.
 LANGHOST_PLUGIN_SANDBOX = os.environ.get("LANGHOST_PLUGIN_SANDBOX", "auto")
+# Whether the process that owns the plugin runtime ingests knowledge documents in its
+# background (else `manage.py ingest_knowledge` does).
+LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)
 # Whether a run's actor carries the user's e-mail as their name (else their full name, if any).
 LANGHOST_RUNNERS_SEE_EMAIL = os.environ.get("LANGHOST_RUNNERS_SEE_EMAIL", "").lower() in (
     "1", "true", "yes")

@@ -36,3 +36,7 @@ LANGHOST_RUNTIME_REFRESH_SECONDS = 0
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
     **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],  # noqa: F405
     "state-writes": "10000/second", "run-starts": "10000/second"}}
+
+# The gateways tests start ingest no knowledge in their background (it would race the tests'
+# own database work); knowledge tests ingest with `manage.py ingest_knowledge` or the worker.
+LANGHOST_KNOWLEDGE_INGESTION = False

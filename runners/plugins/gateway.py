@@ -151,7 +151,8 @@ class LocalGateway:
             self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
         self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
-        self._spawn(self._ingest_forever())  # and ingests knowledge documents
+        if settings.LANGHOST_KNOWLEDGE_INGESTION:
+            self._spawn(self._ingest_forever())  # and ingests knowledge documents
 
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.

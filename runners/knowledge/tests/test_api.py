@@ -2,13 +2,19 @@
 over REST; uploads answer 202 at once and are ingested in the background; retrieval returns
 the chunk holding the answer first, with its citation; outsiders find nothing."""
 
+import asyncio
+import time
+
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from accounts.models import Project
-from runners.knowledge.models import Chunk, KnowledgeDocument
+from runners.knowledge import services, worker
+from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
 from runners.knowledge.tests.conftest import pdf_with
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,3 +102,27 @@ def test_the_admin_shows_each_documents_status_and_deleting_removes_its_chunks(
     admin_client.post(f"/admin/knowledge/knowledgedocument/{document.pk}/delete/",
                       {"post": "yes"})
     assert not KnowledgeDocument.objects.exists() and not Chunk.objects.exists()
+
+
+async def test_the_background_worker_ingests_what_is_queued_and_resumes_what_a_stop_left(
+        user, embedding_model):
+    project = await Project.objects.acreate(name="Harbour", owner=user)
+    base = await KnowledgeBase.objects.acreate(project=project, name="Handbook",
+                                               embedding_model=embedding_model)
+    queued = await sync_to_async(services.add_document)(
+        base, SimpleUploadedFile("a.md", b"The ferry leaves hourly."))
+    interrupted = await sync_to_async(services.add_document)(
+        base, SimpleUploadedFile("b.md", b"Tickets are sold on board."))
+    await KnowledgeDocument.objects.filter(pk=interrupted.pk).aupdate(status="embedding")
+
+    loop = asyncio.create_task(worker.ingest_forever())
+    try:
+        give_up = time.monotonic() + scaled(20)
+        while await KnowledgeDocument.objects.exclude(status="ready").aexists():
+            assert time.monotonic() < give_up, "the worker never finished"
+            await asyncio.sleep(0.1)
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+    assert await Chunk.objects.filter(document_id__in=[queued.pk, interrupted.pk]).acount() == 2
