@@ -282,6 +282,9 @@ LANGHOST_ANONYMOUS_BODY_MAX_BYTES = int(os.environ.get("LANGHOST_ANONYMOUS_BODY_
 LANGHOST_HEAVY_WRITE_THREADS = int(os.environ.get("LANGHOST_HEAVY_WRITE_THREADS", 2))
 # Confine the plugin runtime and its plugins (runners/runtime/sandbox.py): auto, bwrap, off.
 LANGHOST_PLUGIN_SANDBOX = os.environ.get("LANGHOST_PLUGIN_SANDBOX", "auto")
+# Whether the process that owns the plugin runtime fails the runs whose process died (their
+# lease ran out) once a tick.
+LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)
 # Whether the process that owns the plugin runtime ingests knowledge documents in its
 # background (else `manage.py ingest_knowledge` does).
 LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)

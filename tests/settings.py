@@ -37,6 +37,10 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
     **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],  # noqa: F405
     "state-writes": "10000/second", "run-starts": "10000/second"}}
 
-# The gateways tests start ingest no knowledge in their background (it would race the tests'
-# own database work); knowledge tests ingest with `manage.py ingest_knowledge` or the worker.
+# The gateways tests start ingest no knowledge and reap no runs in their background: a
+# session's gateway would touch the database between tests, from the thread the next test's
+# own database work shares (pytest-django refuses it there, leaving a connection half-made).
+# Knowledge tests ingest with `manage.py ingest_knowledge` or the worker; the liveness tests
+# reap themselves.
 LANGHOST_KNOWLEDGE_INGESTION = False
+LANGHOST_REAP_STALE_RUNS = False

@@ -150,7 +150,8 @@ class LocalGateway:
         if settings.LANGHOST_RUNTIME_REFRESH_SECONDS > 0:
             self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
-        self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
+        if settings.LANGHOST_REAP_STALE_RUNS:
+            self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
         if settings.LANGHOST_KNOWLEDGE_INGESTION:
             self._spawn(self._ingest_forever())  # and ingests knowledge documents
 
