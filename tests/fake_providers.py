@@ -1,6 +1,7 @@
 """Fake model providers that are real HTTP servers on 127.0.0.1, for the official SDKs to call.
 
-`FakeProvider("openai")` speaks OpenAI's chat completions and embeddings, `FakeProvider("anthropic")`
+`FakeProvider("openai")` speaks OpenAI's chat completions and embeddings and the Jina/Cohere
+`/rerank` that OpenAI-compatible servers add, `FakeProvider("anthropic")`
 Anthropic's messages and token counting; both stream with SSE `data:` lines. Each answers
 from a script of `Reply`s (then the default reply), records every request (`requests`: path,
 headers, JSON body) and counts connections (`opened`, `closed`), so a test can assert what
@@ -43,6 +44,16 @@ def bag_of_words(text: str) -> list[float]:
         vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIMENSIONS] += 1
     norm = math.sqrt(sum(value * value for value in vector)) or 1.0
     return [value / norm for value in vector]
+
+
+def _words(text: str) -> set[str]:
+    return set("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+def overlap(query: str, document: str) -> float:
+    """The fake's rerank score: the share of the query's words the document holds."""
+    asked = _words(query)
+    return len(asked & _words(document)) / len(asked) if asked else 0.0
 
 
 @dataclass
@@ -182,6 +193,14 @@ class FakeProvider:
             return await self._json(writer, 200, {
                 "object": "list", "data": data, "model": body.get("model"),
                 "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)}})
+        if path.endswith("/rerank"):
+            documents = body.get("documents") or []
+            ranked = sorted(({"index": i, "relevance_score": overlap(body["query"], text)}
+                             for i, text in enumerate(documents)),
+                            key=lambda item: -item["relevance_score"])
+            return await self._json(writer, 200, {
+                "model": body.get("model"), "results": ranked[:body.get("top_n") or None],
+                "usage": {"total_tokens": 2 * len(documents)}})
         if not path.endswith(self._chat_path):
             return await self._json(writer, 404, self._error_body("no such path"))
 

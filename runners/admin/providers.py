@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from runners.admin.secret_fields import parse_secrets, secrets_field
 from runners.models import LLMModel, ModelProvider
 from runners.models.providers import HEADER_NAME
+from runners.providers import load_calls
 from runners.providers.prices import prefill_prices
 from runners.providers.secrets import extra_header_names, set_api_key, set_extra_headers
 
@@ -101,10 +102,9 @@ class LLMModelAdmin(admin.ModelAdmin):
 
     @admin.action(description="Test connection (one-token call)")
     def test_connection(self, request, queryset):
-        from runners.providers.calls import probe  # the SDKs load on the first test, not at start
 
         for model in queryset.select_related("provider"):
-            result = async_to_sync(probe)(model)
+            result = async_to_sync(load_calls().probe)(model)
             if result["ok"]:
                 self.message_user(request, f"Test of {model.name}: answered in "
                                            f"{result['latency_ms']} ms.", messages.SUCCESS)

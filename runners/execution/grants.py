@@ -72,7 +72,9 @@ def _operations(model: LLMModel, wanted: list[str]) -> list[str]:
         return [op for op in LLM_OPERATIONS if op in wanted]
     if model.model_type == LLMModel.Type.EMBEDDING and "invoke" in wanted:
         return ["invoke"]
-    return []  # rerank: LangHost has no rerank call to offer
+    if model.model_type == LLMModel.Type.RERANK and "rerank" in wanted:
+        return ["rerank"]
+    return []
 
 
 async def model_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> ModelGrants:

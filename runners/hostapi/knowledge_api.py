@@ -12,10 +12,17 @@ run API), so a call is the run's by its run id, which only the run's plugin is g
 is refused when it names another plugin or the run is no longer active.
 """
 
+from typing import TYPE_CHECKING
+
 from ledger.models import AgentRun, RunStatus
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
+from runners.providers import load_calls
 from runners.runtime.host import HostError
+from runners.runtime.host_process import host_process
+
+if TYPE_CHECKING:
+    from runners.providers.calls import CallInfo
 
 LIST_ACTIONS = frozenset({"list_knowledge_bases", "list_pipeline_knowledge_bases"})
 RETRIEVE_ACTIONS = frozenset({"retrieve_knowledge_base", "retrieve_knowledge"})
@@ -45,6 +52,15 @@ async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
     return run, auth
 
 
+def _call_of(run: AgentRun, auth: dict) -> "CallInfo":
+    """The run's embedding and rerank calls: recorded on the run, within its deadline."""
+    handle = host_process().handle(run.run_id)
+    return load_calls().CallInfo(
+        run_id=run.run_id, agent_id=run.agent_id, project_id=run.project_id,
+        caller=auth.get("plugin_identity") or "", journal=handle.journal_model_call if handle else None,
+        deadline=run.deadline_at.timestamp() if run.deadline_at else None)
+
+
 async def handle(action: str, data: dict, context: dict | None) -> dict:
     """Answer one knowledge action, or raise HostError."""
     run, auth = await _authorize(action, data)
@@ -66,9 +82,9 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         raise HostError("kb.bad_arguments", "retrieve needs `query_text`, a string")
     top_k = data.get("top_k")
     top_k = min(top_k, MAX_TOP_K) if isinstance(top_k, int) and top_k > 0 else None
-    hits = await services.retrieve(knowledge_base, query, top_k, caller=f"run:{run.run_id}")
+    hits = await services.retrieve(knowledge_base, query, top_k, call=_call_of(run, auth))
     return {"results": [{
         "id": str(hit.chunk_id), "content": [{"type": "text", "text": hit.text}],
         "metadata": {"document_id": hit.document_id, "document_name": hit.document_name,
                      "chunk": hit.position, **hit.metadata},
-        "distance": 1.0 - hit.score, "score": hit.score} for hit in hits]}
+        "distance": hit.distance, "score": hit.score} for hit in hits]}

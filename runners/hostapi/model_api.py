@@ -18,6 +18,7 @@ from runners.execution.context import HOST_NAME
 from runners.execution.grants import as_model_id
 from runners.hostapi import run_api
 from runners.models import LLMModel
+from runners.providers import load_calls
 from runners.providers.errors import ProviderError
 from runners.runtime.host import HostError
 from runners.runtime.host_process import host_process
@@ -35,15 +36,10 @@ CALLS = {
     "invoke_llm_stream": ("stream", LLMModel.Type.CHAT, "llm_model_uuid"),
     "count_tokens": ("count_tokens", LLMModel.Type.CHAT, "llm_model_uuid"),
     "invoke_embedding": ("invoke", LLMModel.Type.EMBEDDING, "embedding_model_uuid"),
+    "invoke_rerank": ("rerank", LLMModel.Type.RERANK, "rerank_model_uuid"),
 }
+MAX_RERANK_DOCUMENTS = 1000
 ACTIONS = frozenset({*CALLS, "get_llm_models", "get_langbot_version"})
-
-
-def _calls():
-    # Imported on the first model call: the provider SDKs take a second to load.
-    from runners.providers import calls
-
-    return calls
 
 
 def _granted(auth: dict) -> list[dict]:
@@ -63,7 +59,7 @@ async def _call_info(action: str, data: dict, context: dict | None,
                      model_id: str) -> "CallInfo":
     caller = data.get("caller_plugin_identity") or ""
     if not data.get("run_id"):
-        return _calls().CallInfo(caller=caller)
+        return load_calls().CallInfo(caller=caller)
     run, auth = await run_api.authorize(action, data, context)
     if run.status != RunStatus.RUNNING:
         raise HostError("run.not_active", f"run {run.run_id} is {run.status}; {action} needs "
@@ -76,7 +72,7 @@ async def _call_info(action: str, data: dict, context: dict | None,
                         f"model {model_id} is not granted to run {run.run_id}{for_operation}")
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
     handle = host_process().handle(run.run_id)
-    return _calls().CallInfo(run_id=run.run_id, agent_id=run.agent_id,
+    return load_calls().CallInfo(run_id=run.run_id, agent_id=run.agent_id,
                              project_id=run.project_id,
                              caller=auth.get("plugin_identity") or caller, deadline=deadline,
                              journal=handle.journal_model_call if handle else None)
@@ -114,12 +110,14 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     if action == "get_llm_models":
         return {"llm_models": await _model_ids(data, context)}
     model, call = await _prepared(action, data, context)
-    calls = _calls()
+    calls = load_calls()
     messages, tools = data.get("messages") or [], data.get("funcs") or []
     try:
         if action == "invoke_embedding":
             texts = [str(text) for text in data.get("texts") or []]
             return {"vectors": await calls.invoke_embedding(model, texts, call=call)}
+        if action == "invoke_rerank":
+            return {"results": await _rerank(calls, model, data, call)}
         if action == "count_tokens":
             return {"tokens": await calls.count_tokens(model, messages, tools)}
         message, usage = await calls.invoke(model, messages, tools=tools, params=_params(data),
@@ -130,10 +128,24 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     return {"message": message, "usage": usage}
 
 
+async def _rerank(calls, model: LLMModel, data: dict, call: "CallInfo") -> list[dict]:
+    documents, query = data.get("documents"), data.get("query")
+    if not isinstance(query, str) or not isinstance(documents, list) or not all(
+            isinstance(text, str) for text in documents):
+        raise HostError("model.bad_arguments", "invoke_rerank needs `query`, a string, and "
+                                               "`documents`, a list of strings")
+    if len(documents) > MAX_RERANK_DOCUMENTS:
+        raise HostError("model.bad_arguments", f"invoke_rerank takes at most "
+                                               f"{MAX_RERANK_DOCUMENTS} documents")
+    top_k = data.get("top_k")
+    top_k = top_k if isinstance(top_k, int) and top_k > 0 else None
+    return await calls.invoke_rerank(model, query, documents, call=call, top_n=top_k)
+
+
 async def stream(action: str, data: dict, context: dict | None) -> AsyncIterator[dict]:
     """`invoke_llm_stream`: `{"chunk": ...}` items, then `{"usage": ...}`."""
     model, call = await _prepared(action, data, context)
-    calls = _calls()
+    calls = load_calls()
     try:
         async with aclosing(calls.stream(model, data.get("messages") or [],
                                          tools=data.get("funcs") or [], params=_params(data),

@@ -11,6 +11,10 @@ from runners.models import LLMModel
 
 
 class KnowledgeBase(models.Model):
+    class Retrieval(models.TextChoices):
+        VECTOR = "vector", "Vector search"
+        HYBRID = "hybrid", "Hybrid (vector and keywords, fused by rank)"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE,
                                 related_name="knowledge_bases")
@@ -25,6 +29,14 @@ class KnowledgeBase(models.Model):
     chunk_overlap = models.PositiveIntegerField(
         default=50, help_text="Words each chunk repeats of the one before.")
     top_k = models.PositiveIntegerField(default=5, help_text="Chunks a retrieval returns.")
+    retrieval = models.CharField(
+        max_length=16, choices=Retrieval.choices, default=Retrieval.HYBRID,
+        help_text="Hybrid adds a keyword search to the vector search and fuses both rankings.")
+    rerank_model = models.ForeignKey(
+        LLMModel, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        limit_choices_to={"model_type": LLMModel.Type.RERANK},
+        help_text="Optional: a rerank model that orders the candidates found before the top k "
+                  "are kept.")
     # Fixed by the first embedding: every vector of the base has this many dimensions.
     dimensions = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -87,3 +99,34 @@ class Chunk(models.Model):
 
     def __str__(self):
         return f"{self.document_id}#{self.position}"
+
+
+class PluginVector(models.Model):
+    """An item of a plugin's own vector collection (the SDK's `vector_*` actions): kept
+    apart from every other plugin's collections and from the knowledge bases."""
+
+    owner = models.CharField(max_length=255, help_text="The plugin: author/name.")
+    collection = models.CharField(max_length=255)
+    item_id = models.CharField(max_length=255)
+    vector = models.BinaryField()
+    dimensions = models.PositiveIntegerField()
+    document = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["owner", "collection", "item_id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "collection", "item_id"],
+                                               name="plugin_vector_id_per_collection")]
+
+    def __str__(self):
+        return f"{self.owner}:{self.collection}/{self.item_id}"
+
+    @property
+    def partition(self) -> str:
+        return partition_of(self.owner, self.collection)
+
+
+def partition_of(owner: str, collection: str) -> str:
+    return f"{owner}\x1f{collection}"

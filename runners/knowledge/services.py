@@ -10,19 +10,30 @@ cost. Removing a document (or a base) removes its chunks and their vectors.
 import asyncio
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from runners.knowledge import parsing, vectors
+from runners.knowledge import keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
+from runners.models import LLMModel
+from runners.providers import load_calls
 from runners.providers.errors import ProviderError
+
+if TYPE_CHECKING:
+    from runners.providers.calls import CallInfo
 
 logger = logging.getLogger(__name__)
 
 EMBEDDING_BATCH = 64
+SPACE = "knowledge"
+# With a rerank model, the candidates it orders: this many times the chunks kept.
+RERANK_POOL = 4
+# A hybrid search fuses the vector and keyword rankings to this many times its k.
+HYBRID_DEPTH = 3
 Status = KnowledgeDocument.Status
 
 
@@ -47,13 +58,15 @@ def _progress(document: KnowledgeDocument, status: str, progress: float, **field
     document.save(update_fields=["status", "progress", "updated_at", *fields])
 
 
-async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
-                 caller: str) -> list[list[float]]:
-    from runners.providers.calls import CallInfo, invoke_embedding  # the SDKs load on use
+def call_for(knowledge_base: KnowledgeBase) -> "CallInfo":
+    return load_calls().CallInfo(project_id=str(knowledge_base.project_id),
+                                caller=f"knowledge:{knowledge_base.pk}")
 
-    call = CallInfo(project_id=str(knowledge_base.project_id), caller=caller)
+
+async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
+                 call: "CallInfo") -> list[list[float]]:
     try:
-        return await invoke_embedding(knowledge_base.embedding_model, texts, call=call)
+        return await load_calls().invoke_embedding(knowledge_base.embedding_model, texts, call=call)
     except ProviderError as exc:
         raise parsing.UnreadableDocument(
             f"embedding model '{knowledge_base.embedding_model.name}' failed: {exc}") from exc
@@ -70,6 +83,7 @@ async def ingest(document_id) -> None:
     document = await KnowledgeDocument.objects.select_related(
         "knowledge_base__embedding_model__provider").aget(pk=document_id)
     knowledge_base = document.knowledge_base
+    call = call_for(knowledge_base)
     try:
         await _progress(document, Status.PARSING, 0.0)
         data = await _read(document)
@@ -81,8 +95,7 @@ async def ingest(document_id) -> None:
         made = 0
         for start in range(0, len(pieces), EMBEDDING_BATCH):
             batch = pieces[start:start + EMBEDDING_BATCH]
-            embedded = await _embed(knowledge_base, [piece.text for piece in batch],
-                                    f"knowledge:{knowledge_base.pk}")
+            embedded = await _embed(knowledge_base, [piece.text for piece in batch], call)
             await sync_to_async(_store)(knowledge_base, document, start, batch, embedded)
             made += len(batch)
             await _progress(document, Status.EMBEDDING, 0.1 + 0.9 * made / len(pieces))
@@ -113,12 +126,15 @@ def _store(knowledge_base: KnowledgeBase, document: KnowledgeDocument, first: in
     if any(chunk.pk is None for chunk in made):  # a database that returns no ids on insert
         made = list(Chunk.objects.filter(document=document, position__gte=first)
                     .order_by("position"))
-    vectors.add(str(knowledge_base.pk), dimensions, made)
+    partition = str(knowledge_base.pk)
+    vectors.add(SPACE, partition, dimensions, [(chunk.pk, chunk.vector) for chunk in made])
+    keywords.add(SPACE, partition, [(chunk.pk, chunk.text) for chunk in made])
 
 
 def remove_chunks(document: KnowledgeDocument) -> None:
     chunk_ids = list(document.chunks.values_list("pk", flat=True))
-    vectors.remove(document.knowledge_base.dimensions, chunk_ids)
+    vectors.remove(SPACE, document.knowledge_base.dimensions, chunk_ids)
+    keywords.remove(SPACE, chunk_ids)
     Chunk.objects.filter(pk__in=chunk_ids).delete()
 
 
@@ -139,11 +155,14 @@ def delete_knowledge_base(knowledge_base: KnowledgeBase) -> None:
 
 @dataclass(frozen=True)
 class Hit:
-    """A chunk found, with its score (1 - cosine distance) and where it comes from."""
+    """A chunk found, where it comes from, its cosine `distance` to the query and its
+    `score`: what ordered it (the rerank model's relevance where one reranked, else the
+    similarity, 1 - distance)."""
 
     chunk_id: int
     text: str
     score: float
+    distance: float
     document_id: str
     document_name: str
     position: int
@@ -156,20 +175,65 @@ class Hit:
 
 
 async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None = None,
-                   caller: str = "retrieve") -> list[Hit]:
-    """The base's chunks nearest to `query`, best first."""
+                   call: "CallInfo | None" = None) -> list[Hit]:
+    """The base's chunks that best answer `query`, best first: nearest by vector, fused with
+    the keyword matches on a hybrid base, reordered by its rerank model if it has one. The
+    embedding and rerank calls are recorded as `call` says (a run's, or the base's)."""
     k = top_k or knowledge_base.top_k
     if knowledge_base.dimensions is None or not query.strip():
         return []
-    (vector,) = await _embed(knowledge_base, [query], caller)
-    return await sync_to_async(_hits)(knowledge_base, vector, k)
+    call = call or call_for(knowledge_base)
+    (vector,) = await _embed(knowledge_base, [query], call)
+    pool = k * RERANK_POOL if knowledge_base.rerank_model_id else k
+    hits = await sync_to_async(_search)(knowledge_base, vector, query, pool)
+    if knowledge_base.rerank_model_id and hits:
+        hits = await _reranked(knowledge_base, query, hits, k, call)
+    return hits[:k]
 
 
-def _hits(knowledge_base: KnowledgeBase, vector: list[float], k: int) -> list[Hit]:
-    found = vectors.nearest(str(knowledge_base.pk), knowledge_base.dimensions, vector, k)
-    rows = {chunk.pk: chunk for chunk in Chunk.objects.filter(
-        pk__in=[pk for pk, _ in found]).select_related("document")}
-    return [Hit(chunk_id=pk, text=rows[pk].text, score=1.0 - distance,
-                document_id=str(rows[pk].document_id), document_name=rows[pk].document.name,
-                position=rows[pk].position, metadata=rows[pk].metadata)
-            for pk, distance in found if pk in rows]
+async def _reranked(knowledge_base: KnowledgeBase, query: str, hits: list[Hit], k: int,
+                    call: "CallInfo") -> list[Hit]:
+    model = await LLMModel.objects.select_related("provider").aget(
+        pk=knowledge_base.rerank_model_id)
+    try:
+        ranked = await load_calls().invoke_rerank(model, query, [hit.text for hit in hits], call=call,
+                                     top_n=k)
+    except ProviderError as exc:  # the candidates in their own order beat no answer
+        logger.warning("rerank model %s failed; knowledge base %s answers unreranked: %s",
+                       model.name, knowledge_base.pk, exc)
+        return hits
+    return [replace(hits[item["index"]], score=item["relevance_score"]) for item in ranked]
+
+
+def _search(knowledge_base: KnowledgeBase, vector: list[float], query: str,
+            k: int) -> list[Hit]:
+    partition = str(knowledge_base.pk)
+
+    def rows():
+        return Chunk.objects.filter(knowledge_base=knowledge_base).values_list(
+            "pk", "vector").iterator(chunk_size=2000)
+
+    hybrid = knowledge_base.retrieval == KnowledgeBase.Retrieval.HYBRID
+    # Fused rankings reach deeper than k: an item second in one and fourth in the other
+    # beats one first in one and absent from the other.
+    depth = k * HYBRID_DEPTH if hybrid else k
+    nearest = vectors.nearest(SPACE, partition, knowledge_base.dimensions, vector, depth, rows)
+    ranking = [pk for pk, _ in nearest]
+    if hybrid:
+        matched = keywords.matching(SPACE, (partition,), query, depth)
+        ranking = [pk for pk, _ in keywords.fused(nearest, matched, k=k)]
+    chunks = {chunk.pk: chunk for chunk in Chunk.objects.filter(
+        pk__in=ranking).select_related("document")}
+    distances = dict(nearest)
+    hits = []
+    for pk in ranking:
+        chunk = chunks.get(pk)
+        if chunk is None:
+            continue
+        distance = distances.get(pk)
+        if distance is None:  # found by its words only
+            distance = vectors.cosine_distance(vector, vectors.unpack(bytes(chunk.vector)))
+        hits.append(Hit(chunk_id=pk, text=chunk.text, score=1.0 - distance, distance=distance,
+                        document_id=str(chunk.document_id), document_name=chunk.document.name,
+                        position=chunk.position, metadata=chunk.metadata))
+    return hits

@@ -1,20 +1,29 @@
-"""Nearest chunks of a knowledge base to a query vector: one interface, an engine per database.
+"""Nearest vectors to a query vector: one interface, an engine per database.
 
-- **SQLite** (the embedded default): sqlite-vec's `vec0` virtual tables, one per dimension
-  count (`knowledge_vectors_<dims>`), the knowledge base as their partition key, a chunk's
-  id as its rowid, cosine distance. Loaded into every connection (`langhost/sqlite.py`).
-- **Any other database**: an exact search over the base's vectors, in Python.
+Vectors live in *spaces* (`knowledge` for knowledge bases' chunks, `plugin` for plugins'
+own collections), each cut into partitions (a knowledge base, a plugin's collection); an
+item is known by its row id (a chunk's, a plugin vector's).
 
-Vectors are float32, little-endian (`pack`), as `Chunk.vector` stores them. Distances are
-cosine distances (0 is the same direction); a hit is `(chunk id, distance)`.
+- **SQLite** (the embedded default): sqlite-vec's `vec0` virtual tables, one per space and
+  dimension count (`<space>_vectors_<dims>`), the partition as their partition key, cosine
+  distance. The extension loads into every connection (`langhost/sqlite.py`).
+- **PostgreSQL with pgvector**: one table per space and dimension count with an HNSW index
+  (cosine), searched with pgvector's iterative scan so a partition filter still returns k.
+- **Any other database**: an exact search in Python over the rows the caller names.
+
+Vectors are float32, little-endian (`pack`), as the models store them. Distances are cosine
+distances (0 is the same direction); a hit is `(row id, distance)`.
 """
 
 import math
 import struct
+from collections.abc import Callable, Iterable
 
-from django.db import connection
+from django.db import connection, transaction
 
-from runners.knowledge.models import Chunk
+SPACES = frozenset({"knowledge", "plugin"})
+# pgvector indexes vectors of up to this many dimensions; longer ones are searched unindexed.
+HNSW_MAX_DIMENSIONS = 2000
 
 
 def pack(vector: list[float]) -> bytes:
@@ -25,59 +34,111 @@ def unpack(blob: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
-def _table(dimensions: int) -> str:
-    return f"knowledge_vectors_{int(dimensions)}"
+def _table(space: str, dimensions: int) -> str:
+    if space not in SPACES:
+        raise ValueError(f"unknown vector space {space!r}")
+    return f"{space}_vectors_{int(dimensions)}"
 
 
-def _indexed() -> bool:
-    return connection.vendor == "sqlite"
+_engines: dict[tuple, str] = {}
 
 
-def _ensure_table(dimensions: int) -> str:
-    table = _table(dimensions)
+def engine() -> str:
+    """`sqlite-vec`, `pgvector` or `exact`, for the default database."""
+    if connection.vendor == "sqlite":
+        return "sqlite-vec"
+    settings = connection.settings_dict
+    key = (connection.vendor, settings["NAME"], settings["HOST"], settings["PORT"])
+    if key not in _engines:
+        found = False
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+                found = cursor.fetchone() is not None
+        _engines[key] = "pgvector" if found else "exact"
+    return _engines[key]
+
+
+def _pg_literal(vector: Iterable[float]) -> str:
+    return "[" + ",".join(repr(float(value)) for value in vector) + "]"
+
+
+def _ensure_table(space: str, dimensions: int) -> str:
+    table, kind = _table(space, dimensions), engine()
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
-                       f"knowledge_base_id text partition key, "
-                       f"embedding float[{int(dimensions)}] distance_metric=cosine)")
+        if kind == "sqlite-vec":
+            cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
+                           f"partition text partition key, "
+                           f"embedding float[{int(dimensions)}] distance_metric=cosine)")
+        elif kind == "pgvector":
+            cursor.execute(f"CREATE TABLE IF NOT EXISTS {table} (id bigint PRIMARY KEY, "
+                           f"partition text NOT NULL, embedding vector({int(dimensions)}) "
+                           f"NOT NULL)")
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS {table}_partition ON {table} "
+                           f"(partition)")
+            if dimensions <= HNSW_MAX_DIMENSIONS:
+                cursor.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} "
+                               f"USING hnsw (embedding vector_cosine_ops)")
     return table
 
 
-def add(knowledge_base_id: str, dimensions: int, chunks: list[Chunk]) -> None:
-    """Index `chunks` (saved, with their vectors) of the base."""
-    if not _indexed() or not chunks:
+def add(space: str, partition: str, dimensions: int, items: list[tuple[int, bytes]]) -> None:
+    """Index `items` (`(row id, packed vector)`, saved) in the partition."""
+    kind = engine()
+    if kind == "exact" or not items:
         return
-    table = _ensure_table(dimensions)
+    table = _ensure_table(space, dimensions)
     with connection.cursor() as cursor:
-        cursor.executemany(
-            f"INSERT INTO {table}(rowid, knowledge_base_id, embedding) VALUES (%s, %s, %s)",
-            [(chunk.pk, str(knowledge_base_id), bytes(chunk.vector)) for chunk in chunks])
+        if kind == "sqlite-vec":
+            cursor.executemany(
+                f"INSERT INTO {table}(rowid, partition, embedding) VALUES (%s, %s, %s)",
+                [(pk, partition, bytes(blob)) for pk, blob in items])
+        else:
+            cursor.executemany(
+                f"INSERT INTO {table}(id, partition, embedding) VALUES (%s, %s, %s::vector) "
+                f"ON CONFLICT (id) DO UPDATE SET partition = EXCLUDED.partition, "
+                f"embedding = EXCLUDED.embedding",
+                [(pk, partition, _pg_literal(unpack(bytes(blob)))) for pk, blob in items])
 
 
-def remove(dimensions: int | None, chunk_ids: list[int]) -> None:
-    """Forget the vectors of these chunks (before or after the rows go)."""
-    if not _indexed() or not dimensions or not chunk_ids:
+def remove(space: str, dimensions: int | None, ids: list[int]) -> None:
+    """Forget the vectors of these rows (before or after the rows go)."""
+    kind = engine()
+    if kind == "exact" or not dimensions or not ids:
         return
-    table = _ensure_table(dimensions)
+    table = _ensure_table(space, dimensions)
+    key = "rowid" if kind == "sqlite-vec" else "id"
     with connection.cursor() as cursor:
-        for start in range(0, len(chunk_ids), 500):
-            batch = chunk_ids[start:start + 500]
-            cursor.execute(f"DELETE FROM {table} WHERE rowid IN ({', '.join(['%s'] * len(batch))})",
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({', '.join(['%s'] * len(batch))})",
                            batch)
 
 
-def nearest(knowledge_base_id: str, dimensions: int, query: list[float],
-            k: int) -> list[tuple[int, float]]:
-    """The `k` chunks of the base nearest to `query`, nearest first."""
-    if _indexed():
-        table = _ensure_table(dimensions)
+def nearest(space: str, partition: str, dimensions: int, query: list[float], k: int,
+            rows: Callable[[], Iterable[tuple[int, bytes]]]) -> list[tuple[int, float]]:
+    """The `k` items of the partition nearest to `query`, nearest first. `rows` yields the
+    partition's `(row id, packed vector)` for the exact search, where no index serves."""
+    kind = engine()
+    if kind == "sqlite-vec":
+        table = _ensure_table(space, dimensions)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT rowid, distance FROM {table} WHERE embedding MATCH %s "
-                           f"AND k = %s AND knowledge_base_id = %s ORDER BY distance",
-                           [pack(query), int(k), str(knowledge_base_id)])
+                           f"AND k = %s AND partition = %s ORDER BY distance",
+                           [pack(query), int(k), partition])
             return [(row[0], row[1]) for row in cursor.fetchall()]
-    scored = [(pk, cosine_distance(query, unpack(bytes(blob))))
-              for pk, blob in Chunk.objects.filter(knowledge_base_id=knowledge_base_id)
-              .values_list("pk", "vector").iterator(chunk_size=2000)]
+    if kind == "pgvector":
+        table = _ensure_table(space, dimensions)
+        with transaction.atomic(), connection.cursor() as cursor:
+            # Iterative scan: the index walk goes on until k rows of the partition are found.
+            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                           "set_config('hnsw.ef_search', %s, true)", [str(max(40, 2 * k))])
+            cursor.execute(f"SELECT id, embedding <=> %s::vector AS distance FROM {table} "
+                           f"WHERE partition = %s ORDER BY embedding <=> %s::vector LIMIT %s",
+                           [_pg_literal(query), partition, _pg_literal(query), int(k)])
+            found = [(row[0], float(row[1])) for row in cursor.fetchall()]
+        return sorted(found, key=lambda hit: hit[1])  # relaxed order: nearly sorted
+    scored = [(pk, cosine_distance(query, unpack(bytes(blob)))) for pk, blob in rows()]
     return sorted(scored, key=lambda hit: hit[1])[:k]
 
 

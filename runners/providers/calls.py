@@ -1,4 +1,4 @@
-"""The one way LangHost calls a model: invoke, stream, count tokens, embed.
+"""The one way LangHost calls a model: invoke, stream, count tokens, embed, rerank.
 
 Each call goes through its provider's official async SDK client (no SDK retries: falling back
 to another model is ours, `fallback.py`), is bounded by the provider's timeout and the run's
@@ -269,6 +269,24 @@ async def invoke_embedding(model: LLMModel, texts: list[str], *, call: CallInfo,
     return vectors
 
 
+async def invoke_rerank(model: LLMModel, query: str, documents: list[str], *, call: CallInfo,
+                        top_n: int | None = None, attempt: int = 1) -> list[dict]:
+    """`documents` scored against `query`: `[{index, relevance_score}]`, best first."""
+    await _load_provider(model)
+    if model.provider.kind != ModelProvider.Kind.OPENAI:
+        raise ProviderError(f"provider '{model.provider.name}' has no rerank API")
+    if not documents:
+        return []
+    async with _recorded(model, call, "rerank", attempt) as record:
+        async with asyncio.timeout(record.limit):
+            try:
+                results, record.usage = await openai_chat.rerank(
+                    record.client(openai_chat), model.upstream_model, query, documents, top_n)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ProviderError(f"the rerank answer is malformed: {exc}") from None
+    return results
+
+
 async def probe(model: LLMModel) -> dict:
     """A one-token call (one text for embedding models): `{"ok": True, "latency_ms"}` or
     `{"ok": False, "error"}` with the provider's error. Recorded like any call."""
@@ -277,6 +295,8 @@ async def probe(model: LLMModel) -> dict:
     try:
         if model.model_type == LLMModel.Type.EMBEDDING:
             await invoke_embedding(model, ["ping"], call=call)
+        elif model.model_type == LLMModel.Type.RERANK:
+            await invoke_rerank(model, "ping", ["ping"], call=call)
         else:
             await invoke(model, [{"role": "user", "content": "ping"}],
                          params={"max_tokens": 1}, call=call)

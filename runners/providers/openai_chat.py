@@ -124,3 +124,20 @@ async def embed(api: openai.AsyncOpenAI, upstream_model: str,
                                            encoding_format="float")
     vectors = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
     return vectors, Usage(input_tokens=response.usage.prompt_tokens if response.usage else 0)
+
+
+async def rerank(api: openai.AsyncOpenAI, upstream_model: str, query: str, documents: list[str],
+                 top_n: int | None) -> tuple[list[dict], Usage]:
+    """Jina/Cohere-style `POST /rerank`, which OpenAI-compatible servers (vLLM, Jina, Cohere,
+    SiliconFlow) expose beside the OpenAI API: `[{index, relevance_score}]`, best first."""
+    body = {"model": upstream_model, "query": query, "documents": documents,
+            **({"top_n": top_n} if top_n else {})}
+    response = await api.post("/rerank", cast_to=object, body=body)
+    if not isinstance(response, dict) or not isinstance(response.get("results"), list):
+        raise ValueError("the rerank endpoint answered no `results` list")
+    results = [{"index": int(item["index"]), "relevance_score": float(item["relevance_score"])}
+               for item in response["results"]
+               if isinstance(item, dict) and 0 <= int(item.get("index", -1)) < len(documents)]
+    results.sort(key=lambda item: item["relevance_score"], reverse=True)
+    tokens = (response.get("usage") or {}).get("total_tokens") or 0
+    return results[:top_n] if top_n else results, Usage(input_tokens=int(tokens))

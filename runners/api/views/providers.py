@@ -9,6 +9,7 @@ from accounts.permissions import IsSuperuser, IsSuperuserOrReadOnly
 from langhost.api import UUID, Conflict
 from runners.api.serializers import providers as serializers
 from runners.models import LLMModel, ModelProvider
+from runners.providers import load_calls
 
 
 class ModelProviderViewSet(viewsets.ModelViewSet):
@@ -46,6 +47,5 @@ class LLMModelViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):
         """A one-token call: 200 either way, `ok` says whether the model answered."""
-        from runners.providers.calls import probe  # the SDKs load on the first test, not at start
 
-        return Response(async_to_sync(probe)(self.get_object()))
+        return Response(async_to_sync(load_calls().probe)(self.get_object()))

@@ -9,6 +9,10 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
         source="embedding_model",
         queryset=LLMModel.objects.filter(model_type=LLMModel.Type.EMBEDDING, is_active=True),
         help_text="An active model of type embedding (`GET /models`).")
+    rerank_model_id = serializers.PrimaryKeyRelatedField(
+        source="rerank_model", required=False, allow_null=True,
+        queryset=LLMModel.objects.filter(model_type=LLMModel.Type.RERANK, is_active=True),
+        help_text="Optional: an active model of type rerank that orders the candidates.")
     chunk_size = serializers.IntegerField(min_value=20, max_value=4000, default=300)
     chunk_overlap = serializers.IntegerField(min_value=0, max_value=1000, default=50)
     top_k = serializers.IntegerField(min_value=1, max_value=50, default=5)
@@ -16,7 +20,7 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
     class Meta:
         model = KnowledgeBase
         fields = ["id", "name", "description", "embedding_model_id", "chunk_size",
-                  "chunk_overlap", "top_k", "dimensions", "created_at", "updated_at"]
+                  "chunk_overlap", "top_k", "retrieval", "rerank_model_id", "dimensions", "created_at", "updated_at"]
         read_only_fields = ["id", "dimensions", "created_at", "updated_at"]
 
     def validate(self, attrs):
@@ -53,5 +57,8 @@ class RetrieveSerializer(serializers.Serializer):
 
 class HitSerializer(serializers.Serializer):
     text = serializers.CharField()
-    score = serializers.FloatField(help_text="1 - cosine distance: higher is nearer.")
+    score = serializers.FloatField(
+        help_text="What ordered the hit: the rerank model's relevance where the base has one, "
+                  "else 1 - cosine distance. Higher is better.")
+    distance = serializers.FloatField(help_text="Cosine distance to the query: lower is nearer.")
     citation = serializers.DictField(help_text="{document_id, document, chunk, score, page?}")

@@ -63,8 +63,8 @@ class KnowledgeBaseViewSet(ProjectScoped, viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         hits = async_to_sync(services.retrieve)(knowledge_base, body.validated_data["query"],
                                                 body.validated_data.get("top_k"))
-        return Response([{"text": hit.text, "score": hit.score, "citation": hit.citation()}
-                         for hit in hits])
+        return Response([{"text": hit.text, "score": hit.score, "distance": hit.distance,
+                          "citation": hit.citation()} for hit in hits])
 
 
 class KnowledgeDocumentViewSet(ProjectScoped, mixins.ListModelMixin,

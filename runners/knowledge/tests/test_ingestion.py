@@ -41,11 +41,10 @@ def upload(knowledge_base, name: str, data: bytes, mime_type: str = ""):
 
 
 def vector_rows(knowledge_base) -> int:
-    if connection.vendor != "sqlite":
-        return Chunk.objects.filter(knowledge_base=knowledge_base).count()
+    """The base's vectors in the engine's index (sqlite-vec's or pgvector's table)."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM knowledge_vectors_{knowledge_base.dimensions} "
-                       "WHERE knowledge_base_id = %s", [str(knowledge_base.pk)])
+                       "WHERE partition = %s", [str(knowledge_base.pk)])
         return cursor.fetchone()[0]
 
 
