@@ -115,14 +115,8 @@ class AgentTypeAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "description"]
     ordering = ["name"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["id", "unknown_models", "config_not_granted", "created_at", "updated_at"]
+    readonly_fields = ["id", "unknown_models", "created_at", "updated_at"]
     inlines = [SubAgentInline]
-
-    @admin.display(description="config LangHost cannot grant")
-    def config_not_granted(self, obj):
-        said = runner_config.not_granted(obj.runner_config or {},
-                                         runner_config.schema_of(obj.runner_id))
-        return " ".join(said) or "—"
 
     @admin.display(description="unknown models")
     def unknown_models(self, obj):

@@ -7,8 +7,8 @@
   fields: its models fill a `model-fallback-selector` (`{primary, fallbacks}`, model ids) or
   an `llm-model-selector` (the primary's id); its persona a `prompt-editor` (a list of
   messages); its MCP servers an MCP selector; any other field keeps its declared default.
-- `not_granted(config, schema)`: what a config asks for that LangHost cannot grant yet
-  (rerank models): accepted, and said, never silently dropped.
+- `with_model_ids(config, schema, model_ids)`: a rerank model a config names by name, named
+  by id, as the runner's `invoke_rerank` names it.
 - Secrets (fields of type `secret`, e.g. a Dify API key) are write-only: stored encrypted
   (`sealed`), shown by name only (`shown`, `secrets_set`), opened for the runner only
   (`opened`).
@@ -29,9 +29,7 @@ MODEL_FALLBACK_SELECTOR = "model-fallback-selector"
 LLM_MODEL_SELECTORS = {"llm-model-selector", "select-llm-model"}
 MCP_SELECTORS = {"mcp-server-selector", "mcp-server-multi-selector"}
 KNOWLEDGE_BASE_SELECTORS = {"knowledge-base-selector", "knowledge-base-multi-selector"}
-# Fields naming things LangHost cannot grant yet: the type, and what to say about it.
-NOT_GRANTED = {"rerank-model-selector": "rerank models"}
-NO_SELECTION = (None, "", "__none__", [], {})
+RERANK_MODEL_SELECTOR = "rerank-model-selector"
 
 
 class ConfigError(ValueError):
@@ -77,7 +75,7 @@ SHAPES = {
     PROMPT_EDITOR: (_messages, "a list of messages ({role, content})"),
     MODEL_FALLBACK_SELECTOR: (_fallbacks, "{primary: <model id>, fallbacks: [<model id>...]}"),
     **{kind: (lambda v: isinstance(v, str), "a model id")
-       for kind in (*LLM_MODEL_SELECTORS, "rerank-model-selector")},
+       for kind in (*LLM_MODEL_SELECTORS, RERANK_MODEL_SELECTOR)},
     "knowledge-base-selector": (lambda v: isinstance(v, str), "a knowledge base id"),
     "knowledge-base-multi-selector": (_strings, "a list of knowledge base ids"),
     "mcp-server-selector": (lambda v: isinstance(v, str), "an MCP server name"),
@@ -163,15 +161,17 @@ def filled(agent_type, schema, model_ids: Mapping[str, str]) -> dict:
     return config
 
 
-def not_granted(config: Mapping, schema) -> list[str]:
-    """What `config` selects that LangHost cannot grant yet, in words."""
-    said = []
+def rerank_model_names(config: Mapping, schema) -> list[str]:
+    return [config[name] for name, field in fields_of(schema).items()
+            if field.get("type") == RERANK_MODEL_SELECTOR and isinstance(config.get(name), str)]
+
+
+def with_model_ids(config: Mapping, schema, model_ids: Mapping[str, str]) -> dict:
+    config = dict(config)
     for name, field in fields_of(schema).items():
-        what = NOT_GRANTED.get(field.get("type"))
-        if what and config.get(name) not in NO_SELECTION:
-            said.append(f"config field '{name}' selects {what}, which LangHost does not grant "
-                        "yet: the runner runs without them")
-    return said
+        if field.get("type") == RERANK_MODEL_SELECTOR and config.get(name) in model_ids:
+            config[name] = model_ids[config[name]]
+    return config
 
 
 def _secret_names(schema) -> set[str]:

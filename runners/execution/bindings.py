@@ -33,13 +33,16 @@ def agent_runner_config(agent_type: AgentType) -> dict:
     the type's explicit `runner_config`."""
     config = _langhost_config(agent_type)
     schema = runner_config.schema_of(agent_type.runner_id)
-    if schema:
-        names = [agent_type.primary_model, *(agent_type.fallback_models or [])]
-        model_ids = {name: str(pk) for name, pk in LLMModel.objects.filter(
-            name__in=[name for name in names if isinstance(name, str) and name]
-        ).values_list("name", "pk")}
-        config.update(runner_config.filled(agent_type, schema, model_ids))
-    config.update(runner_config.opened(agent_type.runner_config or {}))
+    explicit = runner_config.opened(agent_type.runner_config or {})
+    if not schema:
+        return {**config, **explicit}
+    names = [agent_type.primary_model, *(agent_type.fallback_models or []),
+             *runner_config.rerank_model_names(explicit, schema)]
+    model_ids = {name: str(pk) for name, pk in LLMModel.objects.filter(
+        name__in=[name for name in names if isinstance(name, str) and name]
+    ).values_list("name", "pk")}
+    config.update(runner_config.filled(agent_type, schema, model_ids))
+    config.update(runner_config.with_model_ids(explicit, schema, model_ids))
     return config
 
 

@@ -19,7 +19,8 @@ from runners.models import LLMModel, RunnerDescriptor
 from runners.providers.lookup import load_models
 
 LLM_OPERATIONS = ("invoke", "stream", "count_tokens")
-SELECTOR_TYPES = {"llm-model-selector", "select-llm-model", "model-fallback-selector"}
+SELECTOR_TYPES = {"llm-model-selector", "select-llm-model", "model-fallback-selector",
+                  "rerank-model-selector"}
 # What LangBot's selectors store for "no model".
 NO_MODEL = {"", "__none__", "__none"}
 
@@ -79,7 +80,7 @@ def _operations(model: LLMModel, wanted: list[str]) -> list[str]:
 
 async def model_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> ModelGrants:
     wanted = (descriptor.permissions or {}).get("models") or []
-    if not any(op in LLM_OPERATIONS for op in wanted):
+    if not any(op in (*LLM_OPERATIONS, "rerank") for op in wanted):
         return NO_GRANTS
     keys = _selections(binding, descriptor)
     if not keys:

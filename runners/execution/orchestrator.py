@@ -21,7 +21,6 @@ from ledger import wire
 from ledger.models import EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
-from runners.catalogue import runner_config
 from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import (
     builtins,
@@ -128,9 +127,6 @@ class Orchestrator:
         handle = LocalRunHandle(state)
         process.run_started(handle)
         try:
-            for warning in runner_config.not_granted(binding.runner_config,
-                                                     descriptor.config_schema):
-                state.host_event("config.not_granted", {"reason": warning})
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=started.state, deadline_at=deadline,
                                             latest_cursor=started.latest_cursor,

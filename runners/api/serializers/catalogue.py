@@ -94,9 +94,6 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         if runner_availability(instance.runner_id) is False:
             warnings.append(f"Runner '{instance.runner_id}' is known but not available now: "
                             "runs of this type are refused until its plugin is back.")
-        if instance.runner_config:
-            warnings += runner_config.not_granted(instance.runner_config,
-                                                  runner_config.schema_of(instance.runner_id))
         return warnings
 
     def validate_runner_id(self, value):

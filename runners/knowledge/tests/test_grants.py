@@ -9,11 +9,13 @@ from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.models import Project
+from ledger.models import ModelCall
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
+from runners.models import LLMModel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,11 +23,11 @@ READER = "plugin:e2e/agent-runner-llm/kb-reader"
 
 
 @sync_to_async
-def base_of(owner, name: str, embedding_model, text: str) -> KnowledgeBase:
+def base_of(owner, name: str, embedding_model, *pages: str) -> KnowledgeBase:
     project = Project.objects.create(name=name, owner=owner)
     knowledge_base = KnowledgeBase.objects.create(project=project, name=name,
                                                   embedding_model=embedding_model)
-    services.add_document(knowledge_base, SimpleUploadedFile(f"{name}.pdf", pdf_with(text)))
+    services.add_document(knowledge_base, SimpleUploadedFile(f"{name}.pdf", pdf_with(*pages)))
     return knowledge_base
 
 
@@ -71,3 +73,23 @@ async def test_a_policy_narrows_the_bases_and_a_runner_named_none_gets_none(
 
     assert report["listed"] == [] and report["retrieved"] is None
     assert "kb.not_granted" in report["probe"]["error"]
+
+
+async def test_a_runner_reranks_what_it_retrieved_with_its_granted_rerank_model(
+        llm_plugin_gateway, user, embedding_model):
+    mine = await base_of(user, "Harbour", embedding_model,
+                         "Ferries leave hourly from the north pier.",
+                         "Divers register with the harbour master before diving.")
+    await ingested(mine)
+    reranker = await LLMModel.objects.acreate(
+        name="fake-reranker", provider_id=embedding_model.provider_id,
+        upstream_model="reranker", model_type="rerank")
+
+    report = await read(llm_plugin_gateway, mine.project_id, "where do divers register",
+                        **{"knowledge-bases": [str(mine.pk)], "rerank-model": str(reranker.pk)})
+
+    texts = [entry["content"][0]["text"] for entry in report["retrieved"]]
+    best = report["reranked"][0]
+    assert "Divers register" in texts[best["index"]] and best["relevance_score"] == 0.5
+    call = await ModelCall.objects.aget(operation="rerank")
+    assert (call.model_name, call.status) == ("fake-reranker", "ok")

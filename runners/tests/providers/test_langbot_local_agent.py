@@ -8,7 +8,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from ledger.models import AgentRunEvent
+from ledger.models import AgentRun
 from ledger.services import conversations
 from runners.conversations import services as door
 from runners.conversations.input import Part
@@ -114,9 +114,11 @@ async def test_an_explicit_langbot_shaped_config_runs_and_a_foreign_key_is_refus
     assert "integer" in json.dumps(body["errors"]["runner_config"])
 
 
-async def test_a_rerank_model_it_cannot_grant_is_said_on_the_type_and_in_each_run(
-        llm_plugin_gateway, models, openai_server, superuser_client, user_client, user,
-        project):
+async def test_a_rerank_model_its_config_names_is_granted_for_rerank_by_id(
+        llm_plugin_gateway, models, make_model, openai_server, superuser_client, user_client,
+        user, project):
+    reranker = await sync_to_async(make_model)(openai_server, "a-rerank-model",
+                                               model_type="rerank")
     agent_type, agent = await agent_of_type(
         superuser_client, user_client, project, primary_model="good-chat",
         runner_config={"rerank-model": "a-rerank-model"})
@@ -124,8 +126,9 @@ async def test_a_rerank_model_it_cannot_grant_is_said_on_the_type_and_in_each_ru
 
     (answer,) = await talk(user, agent, ["Hello"])
 
-    assert any("rerank models" in warning for warning in agent_type["warnings"])
+    assert agent_type["warnings"] == []
     assert answer["status"] == "completed"
-    said = await sync_to_async(list)(AgentRunEvent.objects.filter(
-        run_id=answer["run_id"], type="config.not_granted").values_list("data_json", flat=True))
-    assert len(said) == 1 and "rerank-model" in said[0]["reason"]
+    run = await AgentRun.objects.aget(run_id=answer["run_id"])
+    granted = {grant["model_id"]: grant["operations"]
+               for grant in run.authorization_json["resources"]["models"]}
+    assert granted[str(reranker.pk)] == ["rerank"]
