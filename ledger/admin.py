@@ -33,22 +33,26 @@ TIMELINE_TAIL = 200
 
 def timeline_page(run_id: str) -> dict:
     """What the run page starts from: the run's last sequence, how many of the newest events it
-    draws, and the reply as it stood before them (the last completed message, or the deltas)."""
+    draws, and the reply as it stood before them (the last completed message and its
+    citations, or the deltas)."""
     events = AgentRunEvent.objects.filter(run_id=run_id)
     last = events.aggregate(last=Max("sequence"))["last"] or 0
     first_drawn = max(last - TIMELINE_TAIL, 0)
     before = events.filter(sequence__lte=first_drawn)
-    reply = ""
+    reply, citations = "", []
     completed = before.filter(type="message.completed").order_by("-sequence").first()
     since = completed.sequence if completed else 0
     if completed:
-        content = (completed.data_json.get("message") or {}).get("content")
+        message = completed.data_json.get("message") or {}
+        content = message.get("content")
         reply = content if isinstance(content, str) else ""
+        citations = Transcript(content_json=message).citations
     for data in before.filter(type="message.delta", sequence__gt=since).order_by("sequence") \
             .values_list("data_json", flat=True):
         content = (data.get("chunk") or {}).get("content")
         reply += content if isinstance(content, str) else ""
-    return {"last_sequence": last, "timeline_tail": TIMELINE_TAIL, "initial_reply": reply}
+    return {"last_sequence": last, "timeline_tail": TIMELINE_TAIL, "initial_reply": reply,
+            "initial_citations": citations}
 
 
 class LargeTablePaginator(Paginator):

@@ -164,6 +164,14 @@ class Transcript(models.Model):
     def __str__(self):
         return f"{self.conversation_id}#{self.pk} {self.role}"
 
+    @property
+    def citations(self) -> list[dict]:
+        """The passages a reply was written from (`provider_specific_fields.citations` of the
+        message: document, chunk, page, score), numbered as it cites them."""
+        fields = (self.content_json or {}).get("provider_specific_fields") or {}
+        citations = fields.get("citations") if isinstance(fields, dict) else None
+        return citations if isinstance(citations, list) else []
+
 
 class EventLog(models.Model):
     """One row per inbound event. `event_id` is the event's id as its sender gave it;

@@ -77,7 +77,9 @@ def reply_of(message_data: dict | None) -> dict | None:
     message = (message_data or {}).get("message")
     if not isinstance(message, dict):
         return None
-    return {"role": message.get("role") or "assistant", "content": message.get("content")}
+    reply = {"role": message.get("role") or "assistant", "content": message.get("content")}
+    citations = (message.get("provider_specific_fields") or {}).get("citations")
+    return {**reply, "citations": citations} if isinstance(citations, list) else reply
 
 
 def message_outcome(outcome: dict, agent_name: str, reply: dict | None) -> dict:

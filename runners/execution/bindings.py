@@ -55,6 +55,8 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "fallback_models": agent_type.fallback_models,
         "model_params": agent_type.model_params,
         "mcp_servers": agent_type.mcp_servers,
+        "knowledge_bases": agent_type.knowledge_bases,
+        "knowledge_retrieval": agent_type.knowledge_retrieval,
         "expertise": agent_type.expertise,
     }
 

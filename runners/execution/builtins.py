@@ -44,11 +44,11 @@ BUILTIN_RUNNERS = {
         "run": llm_agent,
         "label": {"en_US": "LLM agent"},
         "description": {"en_US": "The agent type's persona answering through its models, "
-                                 "with its MCP and plugin tools, fallback and "
-                                 "transfer_to_agent in agent trees."},
+                                 "with its MCP and plugin tools, its knowledge bases, "
+                                 "fallback and transfer_to_agent in agent trees."},
         "capabilities": {"streaming": True, "tool_calling": True},
         # Its context lists the models and tools it may call, like a plugin runner's.
         "permissions": {"models": ["invoke", "stream", "count_tokens"],
-                        "tools": ["detail", "call"]},
+                        "tools": ["detail", "call"], "knowledge_bases": ["list", "retrieve"]},
     },
 }

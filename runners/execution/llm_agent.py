@@ -15,6 +15,10 @@ The model is also offered the run's granted tools (`resources.tools`: its MCP se
 plugin tools). Its calls run through `tool_calls`, recorded as `tool.call.started` /
 `tool.call.completed`, and their results (an error too, so the model can recover) go back
 as `tool` messages until it answers with text, at most MAX_TOOL_STEPS rounds.
+
+With knowledge bases granted, the model searches them (`knowledge_search.py`: a
+`search_knowledge` tool, or a search before each answer) and the reply cites what it was
+shown.
 """
 
 import json
@@ -33,6 +37,7 @@ from runners.catalogue.agent_routing import (
 from runners.catalogue.trees import build_tree
 from runners.execution import tool_calls
 from runners.execution.bindings import agent_runner_config
+from runners.execution.knowledge_search import AUTO_CALL_ID, SEARCH_TOOL, KnowledgeSearch
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
 from runners.providers import tokens
 from runners.providers.calls import CallInfo
@@ -189,15 +194,26 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     granted = await _granted_tools(context)
     offered = [tool_definition(tool) for tool in (context.get("resources") or {}).get("tools")
                or [] if tool.get("tool_name") in granted]
+    knowledge = await KnowledgeSearch.for_run(context, call)
+    if knowledge is not None and not knowledge.automatic and SEARCH_TOOL not in granted:
+        offered.append(knowledge.tool())
     try:
         turn = await _turn(config)
+        found = ""
+        if knowledge is not None and knowledge.automatic:
+            async for item in _knowledge_call(result, knowledge, AUTO_CALL_ID, {
+                    "query": (context.get("input") or {}).get("text") or ""}):
+                if "role" in item:
+                    found = f"\n\nFrom the knowledge bases (cite as [n]):\n{item['content']}"
+                else:
+                    yield item
         handovers = steps = 0
         while True:
             text, calls = "", {}
             params = dict(turn.config.get("model_params") or {})
             window = turn.models[0].context_window
             reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
-            messages = trimmed([{"role": "system", "content": system_prompt(turn.config)}],
+            messages = trimmed([{"role": "system", "content": system_prompt(turn.config) + found}],
                                history, window, min(reserve, window // 2))
             tools = [*offered, *([transfer_tool(turn.targets)] if turn.targets else [])]
             async for event in stream_with_fallback(turn.models, messages, tools=tools,
@@ -250,12 +266,18 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                  "function": {"name": entry["name"], "arguments": entry["arguments"] or "{}"}}
                 for call_id, entry in asked.items()]}]
             for call_id, entry in asked.items():
-                async for item in _tool_call(result, granted, call_id, entry, call.deadline):
+                if entry["name"] == SEARCH_TOOL and knowledge is not None:
+                    items = _knowledge_call(result, knowledge, call_id, _arguments(entry))
+                else:
+                    items = _tool_call(result, granted, call_id, entry, call.deadline)
+                async for item in items:
                     if "role" in item:  # the tool message for the model
                         history.append(item)
                     else:
                         yield item
         message = {"role": "assistant", "content": text}
+        if knowledge is not None and knowledge.citations:
+            message["provider_specific_fields"] = {"citations": knowledge.citations}
         yield result("message.completed", {"message": message, "file_ids": []}, usage)
         yield result("run.completed", {"finish_reason": "stop"}, usage)
     except ProviderError as exc:
@@ -265,21 +287,47 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
         yield result("run.failed", {"error": error, "code": code}, usage)
 
 
+def _arguments(entry: dict) -> dict | None:
+    try:
+        args = json.loads(entry["arguments"] or "{}")
+    except ValueError:
+        return None
+    return args if isinstance(args, dict) else None
+
+
+async def _knowledge_call(result: _Results, knowledge: KnowledgeSearch, call_id: str,
+                          args: dict | None) -> AsyncIterator[dict]:
+    """A search of the knowledge bases, recorded as a tool call, then what the model reads."""
+    yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": SEARCH_TOOL,
+                                       "parameters": args or {}})
+    asked = KnowledgeSearch.arguments(args or {})
+    hits, error = [], None
+    if asked is None:
+        error = "search_knowledge needs `query`, a non-empty string"
+    else:
+        try:
+            hits = await knowledge.search(*asked)
+        except ProviderError as exc:  # the model reads it and may answer without
+            error = f"the knowledge search failed: {exc}"
+    yield result("tool.call.completed", {
+        "tool_call_id": call_id, "tool_name": SEARCH_TOOL,
+        "result": KnowledgeSearch.recorded(hits) if error is None else None, "error": error})
+    yield {"role": "tool", "tool_call_id": call_id,
+           "content": f"Error: {error}" if error is not None else knowledge.shown(hits)}
+
+
 async def _tool_call(result: _Results, granted: dict[str, dict], call_id: str, entry: dict,
                      deadline: float | None) -> AsyncIterator[dict]:
     """Run one tool call of the model: its started and completed results, then the `tool`
     message for the model. A failure is the tool's answer, so the model can recover."""
     name = entry["name"]
-    try:
-        args = json.loads(entry["arguments"] or "{}")
-    except ValueError:
-        args = None
+    args = _arguments(entry)
     yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": name,
-                                       "parameters": args if isinstance(args, dict) else {}})
+                                       "parameters": args or {}})
     answer = error = None
     if name not in granted:
         error = f"tool {name!r} is not available to you"
-    elif not isinstance(args, dict):
+    elif args is None:
         error = "the arguments are not a JSON object"
     else:
         try:

@@ -18,6 +18,7 @@ from ledger.models import AgentRun, RunStatus
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.providers import load_calls
+from runners.providers.errors import ProviderError
 from runners.runtime.host import HostError
 from runners.runtime.host_process import host_process
 
@@ -82,7 +83,10 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         raise HostError("kb.bad_arguments", "retrieve needs `query_text`, a string")
     top_k = data.get("top_k")
     top_k = min(top_k, MAX_TOP_K) if isinstance(top_k, int) and top_k > 0 else None
-    hits = await services.retrieve(knowledge_base, query, top_k, call=_call_of(run, auth))
+    try:
+        hits = await services.retrieve(knowledge_base, query, top_k, call=_call_of(run, auth))
+    except ProviderError as exc:
+        raise HostError("model.unavailable", str(exc), retryable=exc.retryable) from None
     return {"results": [{
         "id": str(hit.chunk_id), "content": [{"type": "text", "text": hit.text}],
         "metadata": {"document_id": hit.document_id, "document_name": hit.document_name,

@@ -65,11 +65,13 @@ def call_for(knowledge_base: KnowledgeBase) -> "CallInfo":
 
 async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
                  call: "CallInfo") -> list[list[float]]:
+    """Raises ProviderError naming the base's embedding model."""
+    model = knowledge_base.embedding_model
     try:
-        return await load_calls().invoke_embedding(knowledge_base.embedding_model, texts, call=call)
+        return await load_calls().invoke_embedding(model, texts, call=call)
     except ProviderError as exc:
-        raise parsing.UnreadableDocument(
-            f"embedding model '{knowledge_base.embedding_model.name}' failed: {exc}") from exc
+        raise ProviderError(f"embedding model '{model.name}' failed: {exc}",
+                            status=exc.status, retryable=exc.retryable) from None
 
 
 @sync_to_async
@@ -100,7 +102,7 @@ async def ingest(document_id) -> None:
             made += len(batch)
             await _progress(document, Status.EMBEDDING, 0.1 + 0.9 * made / len(pieces))
         await _progress(document, Status.READY, 1.0, chunk_count=made, status_reason="")
-    except parsing.UnreadableDocument as exc:
+    except (parsing.UnreadableDocument, ProviderError) as exc:
         await _progress(document, Status.FAILED, document.progress, status_reason=str(exc))
     except Exception as exc:  # recorded on the document, not raised: the others go on
         logger.exception("knowledge document %s failed", document.pk)
@@ -178,7 +180,8 @@ async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None 
                    call: "CallInfo | None" = None) -> list[Hit]:
     """The base's chunks that best answer `query`, best first: nearest by vector, fused with
     the keyword matches on a hybrid base, reordered by its rerank model if it has one. The
-    embedding and rerank calls are recorded as `call` says (a run's, or the base's)."""
+    embedding and rerank calls are recorded as `call` says (a run's, or the base's). Raises
+    ProviderError when the embedding model fails."""
     k = top_k or knowledge_base.top_k
     if knowledge_base.dimensions is None or not query.strip():
         return []

@@ -15,6 +15,11 @@ class AgentKind(models.TextChoices):
     WORKFLOW = "workflow", "Workflow agent"
 
 
+class KnowledgeRetrieval(models.TextChoices):
+    TOOL = "tool", "A search_knowledge tool the model calls"
+    AUTO = "auto", "Search before each answer"
+
+
 class AgentType(models.Model):
     """A kind of agent in the catalogue: persona, models, and the runner that executes it.
 
@@ -48,6 +53,14 @@ class AgentType(models.Model):
         default=list, blank=True,
         help_text="Names of the MCP servers (MCP servers in the admin) whose tools it may use, "
                   "as a JSON list.")
+    knowledge_bases = models.JSONField(
+        default=list, blank=True,
+        help_text="Ids of the knowledge bases its agents search, as a JSON list; an agent is "
+                  "granted only those of its own project.")
+    knowledge_retrieval = models.CharField(
+        max_length=16, choices=KnowledgeRetrieval.choices, default=KnowledgeRetrieval.TOOL,
+        help_text="How the built-in LLM agent uses its knowledge bases: a search_knowledge tool "
+                  "the model calls, or a search with each message before the model answers.")
     is_active = models.BooleanField(default=True,
                                     help_text="Inactive types cannot be used for new agents.")
     runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID,

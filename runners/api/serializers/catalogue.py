@@ -8,6 +8,7 @@ from rest_framework import serializers
 from runners.catalogue import runner_config
 from runners.catalogue.trees import validate_trees
 from runners.execution.registry import runner_availability
+from runners.knowledge.models import KnowledgeBase
 from runners.models import (
     LLM_AGENT_RUNNER_ID,
     AgentInstance,
@@ -45,6 +46,10 @@ class AgentTypeSerializer(serializers.ModelSerializer):
     fallback_models = StringListField(required=False, max_length=20)
     model_params = serializers.DictField(required=False)
     mcp_servers = serializers.ListField(required=False, max_length=50)
+    knowledge_bases = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=50,
+        help_text="Ids of knowledge bases (`GET /projects/{id}/knowledge-bases`) its agents "
+                  "search; an agent is granted only those of its own project.")
     runner_config = serializers.JSONField(
         required=False, validators=[limit_json_size],
         help_text="Values for the runner's own config fields (`GET /runners/{id}`: "
@@ -66,7 +71,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         model = AgentType
         fields = [
             "id", "name", "slug", "description", "expertise", "personality_prompt",
-            "primary_model", "fallback_models", "model_params", "mcp_servers", "is_active",
+            "primary_model", "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
+            "knowledge_retrieval", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
@@ -107,6 +113,16 @@ class AgentTypeSerializer(serializers.ModelSerializer):
 
     def validate_mcp_servers(self, value):
         return limit_json_size(value)
+
+    def validate_knowledge_bases(self, value):
+        ids = list(dict.fromkeys(str(pk) for pk in value))
+        known = {str(pk) for pk in KnowledgeBase.objects.filter(pk__in=ids)
+                 .values_list("pk", flat=True)}
+        unknown = [pk for pk in ids if pk not in known]
+        if unknown:
+            raise serializers.ValidationError(
+                f"Unknown knowledge base id(s): {', '.join(unknown)}.")
+        return ids
 
     def validate_sub_agents(self, value):
         if len(set(value)) != len(value):

@@ -97,10 +97,22 @@ class ConversationDetailSerializer(ConversationStateSerializer):
 
 # --- what sending a message answers ---------------------------------------------------------
 
+class CitationSerializer(serializers.Serializer):
+    document_id = serializers.CharField()
+    document = serializers.CharField(help_text="The document's name.")
+    chunk = serializers.IntegerField(help_text="The chunk's position in the document.")
+    page = serializers.IntegerField(required=False, help_text="Its page, in a PDF.")
+    score = serializers.FloatField()
+
+
 class ReplySerializer(serializers.Serializer):
     role = serializers.CharField()
     content = serializers.JSONField(allow_null=True,
                                     help_text="Text, or a list of content parts.")
+    citations = CitationSerializer(
+        many=True, required=False,
+        help_text="The knowledge-base passages the reply was written from, numbered as it "
+                  "cites them ([1] is the first); absent when there are none.")
 
 
 class MessageOutcomeSerializer(serializers.Serializer):

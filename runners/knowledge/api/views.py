@@ -4,7 +4,7 @@ manage its knowledge bases; superusers see every project's; anyone else finds no
 from asgiref.sync import async_to_sync
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -16,6 +16,12 @@ from runners.api.views.conversations import PayloadTooLarge
 from runners.knowledge import services, worker
 from runners.knowledge.api import serializers
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
+from runners.providers.errors import ProviderError
+
+
+class EmbeddingUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "model_unavailable"
 
 
 class ProjectScoped:
@@ -61,8 +67,11 @@ class KnowledgeBaseViewSet(ProjectScoped, viewsets.ModelViewSet):
         knowledge_base = self.get_object()
         body = serializers.RetrieveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        hits = async_to_sync(services.retrieve)(knowledge_base, body.validated_data["query"],
-                                                body.validated_data.get("top_k"))
+        try:
+            hits = async_to_sync(services.retrieve)(
+                knowledge_base, body.validated_data["query"], body.validated_data.get("top_k"))
+        except ProviderError as exc:
+            raise EmbeddingUnavailable(str(exc)) from None
         return Response([{"text": hit.text, "score": hit.score, "distance": hit.distance,
                           "citation": hit.citation()} for hit in hits])
 

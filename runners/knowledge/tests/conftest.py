@@ -2,7 +2,7 @@ import pytest
 
 from runners.models import LLMModel, ModelProvider
 from runners.providers.secrets import set_api_key
-from runners.tests.conftest import llm_plugin_gateway, own_gateway  # noqa: F401  (fixtures)
+from runners.tests.conftest import admin_browser, llm_plugin_gateway, own_gateway  # noqa: F401  (fixtures)
 from tests.fake_providers import openai_server  # noqa: F401  (a fixture)
 
 

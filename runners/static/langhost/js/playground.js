@@ -199,6 +199,12 @@
             break;
           case "message.completed":
             replyText.textContent = LH.summarize(frame);
+            if (LH.citationsOf(frame).length) {
+              const list = document.createElement("ol");
+              list.className = "citations";
+              LH.showCitations(list, LH.citationsOf(frame));
+              reply.appendChild(list);
+            }
             completed = true;
             break;
           case "steering.queued":

@@ -15,6 +15,7 @@
   const olderButton = document.getElementById("run-load-older");
   const scroller = document.getElementById("run-timeline-scroll");
   const reply = document.getElementById("run-reply");
+  const citationList = document.getElementById("run-citations");
   const stateList = document.getElementById("run-state-changes");
   const counter = document.getElementById("run-event-count");
   const timeline = new LH.Timeline(document.getElementById("run-timeline-body"));
@@ -75,6 +76,7 @@
       streaming = true;
     } else if (frame.type === "message.completed") {
       showReply(LH.summarize(frame), false);
+      LH.showCitations(citationList, LH.citationsOf(frame));
       streaming = false;
     } else if (frame.type === "state.updated") {
       addStateChange(frame);

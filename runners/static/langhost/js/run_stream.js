@@ -75,6 +75,25 @@
     return JSON.stringify(content);
   }
 
+  /* The citations a completed message carries (knowledge-base passages), or none. */
+  LH.citationsOf = function (frame) {
+    const message = (frame.data || {}).message || {};
+    const citations = (message.provider_specific_fields || {}).citations;
+    return Array.isArray(citations) ? citations : [];
+  };
+
+  /* Draw citations into a list (hidden when there are none), numbered as the reply cites. */
+  LH.showCitations = function (list, citations) {
+    list.textContent = "";
+    citations.forEach(function (citation) {
+      const item = document.createElement("li");
+      item.textContent = citation.document + (citation.page ? ", page " + citation.page : "") +
+        " · chunk " + citation.chunk + " · score " + citation.score;
+      list.appendChild(item);
+    });
+    list.hidden = citations.length === 0;
+  };
+
   /* One line saying what an event is about; for a message, its text. */
   LH.summarize = function (frame) {
     const data = frame.data || {};
