@@ -95,6 +95,8 @@ class FakeProvider:
         self.closed = 0
         self._script: deque[Reply] = deque()
         self.default = Reply()
+        # Seconds each embeddings call takes: long enough, a document's progress can be seen.
+        self.embedding_delay = 0.0
         self._ids = itertools.count(1)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -186,6 +188,7 @@ class FakeProvider:
         if path.endswith("/count_tokens"):
             return await self._json(writer, 200, {"input_tokens": 42})
         if path.endswith("/embeddings"):
+            await asyncio.sleep(self.embedding_delay)
             inputs = body.get("input")
             inputs = [inputs] if isinstance(inputs, str) else inputs
             data = [{"object": "embedding", "index": i, "embedding": bag_of_words(text)}
