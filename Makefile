@@ -77,3 +77,4 @@ bench: install-test
 	$(PY) bench/http_overhead.py
 	$(PY) bench/llm_overhead.py
 	$(PY) bench/isolation.py
+	$(PY) bench/knowledge.py

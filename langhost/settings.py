@@ -166,9 +166,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # every commit through a crash of LangHost (kill -9 included) and loses the last ones only
     # to a crash of the machine; FULL (an fsync per commit) costs the run loop ~15% of its
     # latency (bench/run_overhead.py: 1.45-1.50 -> 1.68-1.70), over its budget. README: Durability.
+    # mmap: reads of a large table (a knowledge base's vectors, scanned by each search) come
+    # from the mapped file, not a copy through SQLite's small page cache each time.
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous={};".format(
-            os.environ.get("LANGHOST_SQLITE_SYNCHRONOUS", "NORMAL")),
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous={}; PRAGMA mmap_size={};"
+        .format(os.environ.get("LANGHOST_SQLITE_SYNCHRONOUS", "NORMAL"),
+                int(os.environ.get("LANGHOST_SQLITE_MMAP_BYTES", 256 * 1024 * 1024))),
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }

@@ -4,12 +4,14 @@ full-text search, over the same spaces and partitions as `vectors.py`.
 - **SQLite**: an FTS5 table per space (`<space>_keywords`: the text, its partition), the
   item's row id as its rowid, ranked by BM25.
 - **PostgreSQL**: the item rows themselves, through a GIN index on their text's `simple`
-  tsvector (the knowledge migrations create it), each matching word weighing its inverse
-  document frequency in the partition.
+  tsvector (the knowledge migrations create it), each matching word weighing its rarity in
+  the partition.
 - **Any other database**: no keyword hits (retrieval is then vector-only).
 
-A query matches items holding any of its words; the more and rarer the words an item holds,
-the higher it ranks. A hit is `(row id, rank)`, best first.
+A query matches items holding any of its distinctive words; the more and rarer the words an
+item holds, the higher it ranks. A word held by more than COMMON_DOCUMENTS items is left to
+the vector search: it says little about an item, and ranking every item that holds it would
+make the search grow with the base. A hit is `(row id, rank)`, best first.
 """
 
 import math
@@ -23,6 +25,7 @@ PG_SOURCES = {
     "plugin": ("knowledge_pluginvector", "document", ("owner", "collection")),
 }
 MAX_QUERY_WORDS = 64
+COMMON_DOCUMENTS = 1000
 
 
 def words(text: str) -> list[str]:
@@ -36,6 +39,9 @@ def _fts_table(space: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
                        f"text, partition UNINDEXED)")
+        # Each word's count of items (all partitions'), read before a search.
+        cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_terms USING "
+                       f"fts5vocab({table}, 'row')")
     return table
 
 
@@ -69,6 +75,14 @@ def matching(space: str, partition: tuple[str, ...], query: str, k: int) -> list
         return []
     if connection.vendor == "sqlite":
         table = _fts_table(space)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT term FROM {table}_terms WHERE term IN "
+                           f"({', '.join(['%s'] * len(found))}) AND doc > %s",
+                           [*found, COMMON_DOCUMENTS])
+            common = {row[0] for row in cursor.fetchall()}
+        found = [word for word in found if word not in common]
+        if not found:
+            return []
         expression = " OR ".join('"' + word.replace('"', '""') + '"' for word in found)
         with connection.cursor() as cursor:
             # bm25() is lower for better matches.
@@ -84,19 +98,20 @@ def matching(space: str, partition: tuple[str, ...], query: str, k: int) -> list
 def _pg_matching(space: str, partition: tuple[str, ...], found: list[str],
                  k: int) -> list[tuple[int, float]]:
     # PostgreSQL's own ranks know no word's rarity ("the" counts as much as "anchoring"):
-    # each word weighs its inverse document frequency in the partition, as in BM25.
+    # each word weighs log(1 + COMMON_DOCUMENTS / its count of items), its rarity below the
+    # common bound, as BM25's inverse document frequency does.
     table, column, keys = PG_SOURCES[space]
     where = " AND ".join(f"{key} = %s" for key in keys)
     vector = f"to_tsvector('simple', {column})"
     has = f"{vector} @@ plainto_tsquery('simple', %s)"
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {table} WHERE {where}", [*partition])
-        total = cursor.fetchone()[0]
         cursor.execute("SELECT " + ", ".join(
-            f"(SELECT count(*) FROM {table} WHERE {where} AND {has})" for _ in found),
+            f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} AND {has} "
+            f"LIMIT {COMMON_DOCUMENTS + 1}) AS found)" for _ in found),
             [value for word in found for value in (*partition, word)])
-        weights = {word: math.log(1 + (total - df + 0.5) / (df + 0.5))
-                   for word, df in zip(found, cursor.fetchone(), strict=True) if df}
+        weights = {word: math.log(1 + COMMON_DOCUMENTS / count)
+                   for word, count in zip(found, cursor.fetchone(), strict=True)
+                   if 0 < count <= COMMON_DOCUMENTS}
         if not weights:
             return []
         score = " + ".join(f"(CASE WHEN {has} THEN %s ELSE 0 END)" for _ in weights)
