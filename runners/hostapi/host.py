@@ -1,6 +1,6 @@
 """What LangHost answers when the plugin runtime calls the host: plugin settings from
-`PluginInstallation`, binary storage in `PluginStorage`, the in-run APIs and LangBot's model
-and tool actions."""
+`PluginInstallation`, binary storage in `PluginStorage`, the in-run APIs and LangBot's model,
+tool, knowledge and vector actions, and knowledge files."""
 
 import base64
 from collections.abc import AsyncIterator
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
-from runners.hostapi import knowledge_api, model_api, run_api, tool_api
+from runners.hostapi import knowledge_api, model_api, run_api, tool_api, vector_api
 from runners.models import PluginInstallation, PluginStorage
 from runners.runtime.host import HostActions, HostError
 from runners.runtime.identity import plugin_installation_uuid
@@ -91,7 +91,12 @@ class DjangoHost(HostActions):
             return await tool_api.handle(action, data, context)
         if action in knowledge_api.ACTIONS:
             return await knowledge_api.handle(action, data, context)
+        if action in vector_api.ACTIONS:
+            return await vector_api.handle(action, data, context)
         return await run_api.handle(action, data, context)
+
+    async def read_file(self, action: str, data: dict, context: dict | None) -> tuple[bytes, str]:
+        return await knowledge_api.document_file(action, data)
 
     def stream_run_api(self, action: str, data: dict,
                        context: dict | None) -> AsyncIterator[dict]:

@@ -3,8 +3,9 @@
 `list_knowledge_bases` / `list_pipeline_knowledge_bases` -> `{"knowledge_bases": [{uuid, name,
 type}]}` (the run's granted ones); `retrieve_knowledge_base` / `retrieve_knowledge`
 `{kb_id, query_text, top_k}` -> `{"results": [RetrievalResultEntry]}`: `{id, content: [text
-element], metadata: {document_id, document_name, chunk, page?}, distance, score}`, nearest
-first. A base not granted to the run for the operation is refused `kb.not_granted` here, by
+element], metadata: {document_id, document_name, storage_path, chunk, page?}, distance,
+score}`, nearest first; `document_file` reads a granted document by its `storage_path` for
+`get_knowledge_file_stream` and `invoke_parser`. A base not granted to the run for the operation is refused `kb.not_granted` here, by
 the host, whatever the plugin's SDK checked.
 
 The SDK's runtime forwards these actions without naming the calling plugin (it does for the
@@ -12,11 +13,12 @@ run API), so a call is the run's by its run id, which only the run's plugin is g
 is refused when it names another plugin or the run is no longer active.
 """
 
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from ledger.models import AgentRun, RunStatus
 from runners.knowledge import services
-from runners.knowledge.models import KnowledgeBase
+from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
 from runners.providers import load_calls
 from runners.providers.errors import ProviderError
 from runners.runtime.host import HostError
@@ -62,6 +64,22 @@ def _call_of(run: AgentRun, auth: dict) -> "CallInfo":
         deadline=run.deadline_at.timestamp() if run.deadline_at else None)
 
 
+async def document_file(action: str, data: dict) -> tuple[bytes, str]:
+    """The file of a document (`storage_path`, as retrieval names it) of a knowledge base
+    granted to the run for retrieve, as `(content, extension)`."""
+    run, auth = await _authorize(action, data)
+    path = data.get("storage_path")
+    granted = [grant["kb_id"] for grant in _granted(auth, "retrieve")]
+    document = None
+    if isinstance(path, str) and path:
+        document = await KnowledgeDocument.objects.filter(
+            file=path, knowledge_base_id__in=granted).afirst()
+    if document is None:
+        raise HostError("kb.not_granted", f"{path!r} is no document of a knowledge base "
+                                          f"granted to run {run.run_id}")
+    return await services.read_file(document), PurePosixPath(document.name).suffix
+
+
 async def handle(action: str, data: dict, context: dict | None) -> dict:
     """Answer one knowledge action, or raise HostError."""
     run, auth = await _authorize(action, data)
@@ -90,5 +108,5 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     return {"results": [{
         "id": str(hit.chunk_id), "content": [{"type": "text", "text": hit.text}],
         "metadata": {"document_id": hit.document_id, "document_name": hit.document_name,
-                     "chunk": hit.position, **hit.metadata},
+                     "storage_path": hit.storage_path, "chunk": hit.position, **hit.metadata},
         "distance": hit.distance, "score": hit.score} for hit in hits]}

@@ -75,7 +75,7 @@ async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
 
 
 @sync_to_async
-def _read(document: KnowledgeDocument) -> bytes:
+def read_file(document: KnowledgeDocument) -> bytes:
     with document.file.open("rb") as file:
         return file.read()
 
@@ -88,7 +88,7 @@ async def ingest(document_id) -> None:
     call = call_for(knowledge_base)
     try:
         await _progress(document, Status.PARSING, 0.0)
-        data = await _read(document)
+        data = await read_file(document)
         # Parsing a PDF is CPU work: off the loop.
         found = await asyncio.to_thread(parsing.passages, data, document.mime_type)
         pieces = parsing.chunks(found, knowledge_base.chunk_size, knowledge_base.chunk_overlap)
@@ -167,6 +167,7 @@ class Hit:
     distance: float
     document_id: str
     document_name: str
+    storage_path: str
     position: int
     metadata: dict
 
@@ -238,5 +239,6 @@ def _search(knowledge_base: KnowledgeBase, vector: list[float], query: str,
             distance = vectors.cosine_distance(vector, vectors.unpack(bytes(chunk.vector)))
         hits.append(Hit(chunk_id=pk, text=chunk.text, score=1.0 - distance, distance=distance,
                         document_id=str(chunk.document_id), document_name=chunk.document.name,
-                        position=chunk.position, metadata=chunk.metadata))
+                        storage_path=chunk.document.file.name, position=chunk.position,
+                        metadata=chunk.metadata))
     return hits

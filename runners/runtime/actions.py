@@ -5,6 +5,11 @@ The runtime calls every ``RuntimeToLangBotAction`` and relays every
 registered for each of them and delegated to ``HostActions`` (whose defaults
 refuse with ``host.unsupported``). Any other name gets the SDK's own error
 frame "ValueError: Action <name> not found".
+
+Files go as the SDK sends them, in chunks ahead of the answer that names them: a
+knowledge file a plugin asks for (``get_knowledge_file_stream``), and the file a parser
+plugin parses (``invoke_parser``: the host sends the file, then asks the runtime to have the
+parser plugin parse it; ``list_parsers`` asks the runtime which plugins parse what).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from langbot_plugin.entities.io.actions.enums import (
+    LangBotToRuntimeAction,
     PluginToRuntimeAction,
     RuntimeToLangBotAction,
 )
@@ -29,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 # Streamed plugin -> host calls (the runtime uses call_action_generator for these).
 STREAMED_ACTIONS = frozenset({PluginToRuntimeAction.INVOKE_LLM_STREAM.value})
+FILE_STREAM = PluginToRuntimeAction.GET_KNOWLEDEGE_FILE_STREAM
+PARSER_TIMEOUT_SECONDS = 300
 # Frames up to this size are parsed on the event loop (see `HostHandler._decode_message`).
 INLINE_FRAME_CHARS = 64 * 1024
 # Their payload is a `dict[str, Any]`: validating one reads its top-level fields only.
@@ -49,14 +57,18 @@ class HostHandler(Handler):
 
     name = "LangHost"
 
-    def __init__(self, connection: Any, host: HostActions, *, file_storage_dir: str):
+    def __init__(self, connection: Any, host: HostActions, *, file_storage_dir: str,
+                 binding: Any = None):
         # cancel_active_tasks_on_close: host work for a dead connection has no
         # one to answer to, so it is cancelled rather than left running.
         super().__init__(
             connection, file_storage_dir=file_storage_dir, cancel_active_tasks_on_close=True
         )
         self.host = host
+        # The installation binding the host's own calls into the runtime carry.
+        self.binding = binding
         self._register_settings_and_storage()
+        self._register_files()
         for action in PluginToRuntimeAction:
             if action.value in STREAMED_ACTIONS:
                 self._register_stream(action)
@@ -129,6 +141,35 @@ class HostHandler(Handler):
         self._register(actions.DELETE_BINARY_STORAGE, delete_binary_storage)
         # Same name as PluginToRuntimeAction.GET_CONFIG_FILE, so that one is covered too.
         self._register(actions.GET_CONFIG_FILE, get_config_file)
+
+    def _register_files(self) -> None:
+        async def file_stream(data: dict[str, Any]) -> dict:
+            content, extension = await self.host.read_file(FILE_STREAM.value, data,
+                                                           self._context())
+            return {"file_key": await self.send_file(content, extension)}
+
+        async def list_parsers(data: dict[str, Any]) -> dict:
+            answer = await self.call_action(LangBotToRuntimeAction.LIST_PARSERS, {},
+                                            action_context=self.binding)
+            wanted = data.get("mime_type")
+            return {"parsers": [parser for parser in answer.get("parsers") or []
+                                if not wanted or wanted in parser.get("supported_mime_types", [])]}
+
+        async def invoke_parser(data: dict[str, Any]) -> dict:
+            content, extension = await self.host.read_file(
+                PluginToRuntimeAction.INVOKE_PARSER.value, data, self._context())
+            file_key = await self.send_file(content, extension, action_context=self.binding)
+            return await self.call_action(LangBotToRuntimeAction.PARSE_DOCUMENT, {
+                "plugin_author": data.get("plugin_author"),
+                "plugin_name": data.get("plugin_name"),
+                "context": {"file_key": file_key, "mime_type": data.get("mime_type") or "",
+                            "filename": data.get("filename") or "",
+                            "metadata": data.get("metadata") or {}},
+            }, timeout=PARSER_TIMEOUT_SECONDS, action_context=self.binding)
+
+        self._register(FILE_STREAM, file_stream)
+        self._register(PluginToRuntimeAction.LIST_PARSERS, list_parsers)
+        self._register(PluginToRuntimeAction.INVOKE_PARSER, invoke_parser)
 
     def _register_run_api(self, action: PluginToRuntimeAction) -> None:
         async def answer(data: dict[str, Any]) -> dict:

@@ -74,6 +74,13 @@ class HostActions:
         """Answer ``{"file_base64": ...}`` for ``data["file_key"]``."""
         raise _unsupported("get_config_file")
 
+    async def read_file(
+        self, action: str, data: dict[str, Any], context: dict[str, Any] | None
+    ) -> tuple[bytes, str]:
+        """The file a plugin asks for (`get_knowledge_file_stream`, `invoke_parser`: its
+        `storage_path`), as `(content, extension)`; the link sends it to the runtime."""
+        raise _unsupported(action)
+
     async def handle_run_api(
         self, action: str, data: dict[str, Any], context: dict[str, Any] | None
     ) -> dict[str, Any]:

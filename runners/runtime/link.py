@@ -340,7 +340,8 @@ class RuntimeLink:
 
     async def _serve(self, connection: Connection) -> None:
         """Handshake, then serve until the connection closes or stops answering pings."""
-        handler = HostHandler(connection, self.host, file_storage_dir=self.transfer_dir)
+        handler = HostHandler(connection, self.host, file_storage_dir=self.transfer_dir,
+                              binding=self._binding)
         receiving = asyncio.create_task(handler.run())
         pinging: asyncio.Task[None] | None = None
         reason = "connection closed"

@@ -12,6 +12,10 @@
   `[plugin <author>__<name>]`, so the host can tell whose error a line is.
 - **Crash loops stop**: after `LANGHOST_PLUGIN_MAX_CRASHES` exits in a row, each within the
   SDK's stable window of its start, the runtime stops restarting the plugin and says so.
+- **The host knows who asks**: the SDK forwards the knowledge, vector, file and parser
+  actions without naming the calling plugin (it names it for the run API); here they carry
+  its `caller_plugin_identity` too, taken from the plugin's own connection, so the host can
+  keep each plugin's vector collections its own.
 
 Run by path (`python runtime_main.py rt …`), the SDK unmodified on disk.
 """
@@ -23,8 +27,10 @@ import sys
 from pathlib import Path
 
 from langbot_plugin.cli import main
+from langbot_plugin.entities.io.actions.enums import PluginToRuntimeAction
 from langbot_plugin.runtime.io.controllers.stdio import client
 from langbot_plugin.runtime.io.controllers.ws import server
+from langbot_plugin.runtime.io.handlers import plugin as plugin_handler
 from langbot_plugin.runtime.plugin import mgr
 
 LOOPBACK = "127.0.0.1"
@@ -32,6 +38,11 @@ BWRAP = os.environ.pop("LANGHOST_PLUGIN_BWRAP", "")
 MAX_CRASHES = int(os.environ.pop("LANGHOST_PLUGIN_MAX_CRASHES", "5"))
 _init = server.WebSocketServerController.__init__
 _launch_plugin = mgr.PluginManager.launch_plugin
+_init_plugin_handler = plugin_handler.PluginConnectionHandler.__init__
+CALLER_NAMED_ACTIONS = tuple(PluginToRuntimeAction(name) for name in (
+    "vector_upsert", "vector_search", "vector_delete", "vector_list",
+    "get_knowledge_file_stream", "list_parsers", "invoke_parser", "list_knowledge_bases",
+    "retrieve_knowledge", "list_pipeline_knowledge_bases", "retrieve_knowledge_base"))
 _crashes: dict[str, int] = {}  # plugin path: exits in a row, each soon after its start
 
 
@@ -106,10 +117,31 @@ async def _launch_until_it_keeps_crashing(self, plugin_path: str):
             await self.stop_plugin_supervisor(plugin_path)
 
 
+def _init_naming_callers(self, *args, **kwargs):
+    _init_plugin_handler(self, *args, **kwargs)
+    for action in CALLER_NAMED_ACTIONS:
+        self.actions[action.value] = _naming_the_caller(self, self.actions[action.value])
+
+
+def _naming_the_caller(handler, forward):
+    async def named(data):
+        return await forward({**data, "caller_plugin_identity": _identity_of(handler)})
+
+    return named
+
+
+def _identity_of(handler) -> str:
+    for plugin in handler.context.plugin_mgr.plugins:
+        if plugin._runtime_plugin_handler is handler:
+            return f"{plugin.manifest.metadata.author}/{plugin.manifest.metadata.name}"
+    return ""
+
+
 server.WebSocketServerController.__init__ = _init_on_loopback
 server.process_http_request = _no_public_health
 client.StdioClientController = PluginProcess
 mgr.PluginManager.launch_plugin = _launch_until_it_keeps_crashing
+plugin_handler.PluginConnectionHandler.__init__ = _init_naming_callers
 
 if __name__ == "__main__":
     main()
