@@ -11,6 +11,7 @@ from runners.catalogue import runner_config
 from runners.catalogue.trees import validate_trees
 from runners.execution.bindings import to_protocol
 from runners.execution.registry import disable_plugin_runners_sync, runner_choices
+from runners.knowledge.models import KnowledgeBase
 from runners.models import (
     AgentInstance,
     AgentType,
@@ -24,12 +25,25 @@ from runners.plugins.gateway import apply_plugin_settings
 from runners.providers import lookup
 
 
+class KnowledgeBaseChoices(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj):
+        return f"{obj.project} / {obj.name}"
+
+
 class AgentTypeForm(forms.ModelForm):
+    knowledge_bases = KnowledgeBaseChoices(
+        queryset=KnowledgeBase.objects.select_related("project").order_by("project__name",
+                                                                         "name"),
+        required=False, widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="The knowledge bases its agents search; an agent is granted only those of "
+                  "its own project.")
+
     class Meta:
         model = AgentType
         fields = [
             "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
-            "fallback_models", "model_params", "mcp_servers", "is_active", "runner_id",
+            "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
+            "knowledge_retrieval", "is_active", "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",
         ]
@@ -53,6 +67,9 @@ class AgentTypeForm(forms.ModelForm):
             self.fields["runner_config"].help_text += (
                 f" Secrets set (not shown; kept unless given again, null clears): "
                 f"{', '.join(secrets)}.")
+
+    def clean_knowledge_bases(self):
+        return [str(knowledge_base.pk) for knowledge_base in self.cleaned_data["knowledge_bases"]]
 
     def clean(self):
         """A rename must keep names unique in every tree this type belongs to; the runner's

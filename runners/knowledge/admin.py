@@ -1,10 +1,45 @@
 """Knowledge bases and their documents in the admin: each document's status and progress as
-ingestion moves it along; deleting one (or a base) removes its chunks and vectors too."""
+ingestion moves it along; deleting one (or a base) removes its chunks and vectors too. A
+base's page uploads several files at once and has a "Test retrieval" box: a query, and the
+chunks the same service as every runner's retrieval finds, with their scores and citations."""
 
-from django.contrib import admin
+from asgiref.sync import async_to_sync
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 
-from runners.knowledge import services
+from runners.knowledge import services, worker
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
+from runners.providers.errors import ProviderError
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files in one field (Django's own recipe): a list of uploads."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        files = data if isinstance(data, (list, tuple)) else [data]
+        return [super(MultipleFileField, self).clean(file, initial) for file in files]
+
+
+class UploadForm(forms.Form):
+    files = MultipleFileField(help_text="One or more text, Markdown, HTML or PDF files.")
+
+
+class RetrievalForm(forms.Form):
+    query = forms.CharField(max_length=4000, widget=forms.TextInput(attrs={"size": 80}))
+    top_k = forms.IntegerField(min_value=1, max_value=50, required=False,
+                               help_text="Chunks to return (the base's own top k if empty).")
 
 
 class DocumentInline(admin.TabularInline):
@@ -21,12 +56,67 @@ class DocumentInline(admin.TabularInline):
 
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(admin.ModelAdmin):
-    list_display = ["name", "project", "embedding_model", "dimensions", "updated_at"]
-    list_filter = ["project"]
+    list_display = ["name", "project", "embedding_model", "retrieval", "rerank_model",
+                    "dimensions", "updated_at"]
+    list_filter = ["project", "retrieval"]
     search_fields = ["name", "description", "project__name"]
     readonly_fields = ["id", "dimensions", "created_at", "updated_at"]
     autocomplete_fields = ["project"]
     inlines = [DocumentInline]
+    change_form_template = "admin/knowledge/knowledgebase/change_form.html"
+
+    def get_urls(self):
+        return [
+            path("<path:object_id>/upload/", self.admin_site.admin_view(self.upload_view),
+                 name="knowledge_knowledgebase_upload"),
+            path("<path:object_id>/retrieve/", self.admin_site.admin_view(self.retrieve_view),
+                 name="knowledge_knowledgebase_retrieve"),
+            *super().get_urls(),
+        ]
+
+    def _base(self, request, object_id, change: bool) -> KnowledgeBase:
+        knowledge_base = get_object_or_404(
+            KnowledgeBase.objects.select_related("embedding_model", "project"), pk=object_id)
+        allowed = (self.has_change_permission if change else self.has_view_permission)(
+            request, knowledge_base)
+        if not allowed:
+            raise PermissionDenied
+        return knowledge_base
+
+    def upload_view(self, request, object_id):
+        """Several files at once, queued for ingestion in the background."""
+        knowledge_base = self._base(request, object_id, change=True)
+        change_page = reverse("admin:knowledge_knowledgebase_change", args=[knowledge_base.pk])
+        form = UploadForm(request.POST or None, request.FILES or None)
+        if request.method != "POST" or not form.is_valid():
+            for error in form.errors.get("files", []):
+                messages.error(request, error)
+            return redirect(change_page)
+        try:
+            documents = services.add_documents(knowledge_base, form.cleaned_data["files"])
+        except services.DocumentTooLarge as exc:
+            messages.error(request, str(exc))
+            return redirect(change_page)
+        worker.wake()
+        messages.success(request, f"{len(documents)} document(s) queued for ingestion: "
+                                  f"{', '.join(document.name for document in documents)}.")
+        return redirect(change_page)
+
+    def retrieve_view(self, request, object_id):
+        """Test retrieval: what the base answers a query, as runners get it."""
+        knowledge_base = self._base(request, object_id, change=False)
+        form = RetrievalForm(request.GET if "query" in request.GET else None)
+        hits, error = None, ""
+        if form.is_valid():
+            try:
+                hits = async_to_sync(services.retrieve)(
+                    knowledge_base, form.cleaned_data["query"], form.cleaned_data["top_k"])
+            except ProviderError as exc:
+                error = str(exc)
+        return TemplateResponse(request, "admin/knowledge/knowledgebase/retrieve.html", {
+            **self.admin_site.each_context(request), "title": f"Test retrieval: "
+            f"{knowledge_base.name}", "opts": self.model._meta, "original": knowledge_base,
+            "form": form, "hits": hits, "error": error})
 
     def delete_model(self, request, obj):
         services.delete_knowledge_base(obj)

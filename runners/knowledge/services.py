@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
+from ledger.services.artifacts import max_bytes
 from runners.knowledge import keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
 from runners.models import LLMModel
@@ -35,6 +36,23 @@ RERANK_POOL = 4
 # A hybrid search fuses the vector and keyword rankings to this many times its k.
 HYBRID_DEPTH = 3
 Status = KnowledgeDocument.Status
+
+
+class DocumentTooLarge(ValueError):
+    pass
+
+
+def add_documents(knowledge_base: KnowledgeBase,
+                  uploads: list[UploadedFile]) -> list[KnowledgeDocument]:
+    """Store uploaded files as queued documents of the base: all of them, or none when one
+    is over the size limit for a file (`LANGHOST_ARTIFACT_MAX_BYTES`)."""
+    limit = max_bytes()
+    for upload in uploads:
+        if upload.size > limit:
+            raise DocumentTooLarge(f"{upload.name} is {upload.size} bytes, over the "
+                                   f"{limit}-byte limit for a file (LANGHOST_ARTIFACT_MAX_BYTES).")
+    with transaction.atomic():
+        return [add_document(knowledge_base, upload) for upload in uploads]
 
 
 def add_document(knowledge_base: KnowledgeBase, upload: UploadedFile) -> KnowledgeDocument:

@@ -11,7 +11,6 @@ from rest_framework.response import Response
 
 from accounts.models import Project
 from langhost.api import UUID
-from ledger.services.artifacts import max_bytes
 from runners.api.views.conversations import PayloadTooLarge
 from runners.knowledge import services, worker
 from runners.knowledge.api import serializers
@@ -103,14 +102,10 @@ class KnowledgeDocumentViewSet(ProjectScoped, mixins.ListModelMixin,
         knowledge_base = self.get_knowledge_base()
         body = serializers.DocumentUploadSerializer(data={"file": request.FILES.getlist("file")})
         body.is_valid(raise_exception=True)
-        limit = max_bytes()
-        for upload in body.validated_data["file"]:
-            if upload.size > limit:
-                raise PayloadTooLarge(f"{upload.name} is {upload.size} bytes, over the "
-                                      f"{limit}-byte limit for a file "
-                                      "(LANGHOST_ARTIFACT_MAX_BYTES).")
-        documents = [services.add_document(knowledge_base, upload)
-                     for upload in body.validated_data["file"]]
+        try:
+            documents = services.add_documents(knowledge_base, body.validated_data["file"])
+        except services.DocumentTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from None
         worker.wake()
         return Response(self.get_serializer(documents, many=True).data,
                         status=status.HTTP_202_ACCEPTED)

@@ -126,3 +126,28 @@ async def test_the_background_worker_ingests_what_is_queued_and_resumes_what_a_s
         await asyncio.gather(loop, return_exceptions=True)
 
     assert await Chunk.objects.filter(document_id__in=[queued.pk, interrupted.pk]).acount() == 2
+
+
+def test_the_admin_uploads_several_files_and_tests_retrieval_on_its_page(
+        project, base, admin_client, settings):
+    upload = f"/admin/knowledge/knowledgebase/{base['id']}/upload/"
+    page = admin_client.get(f"/admin/knowledge/knowledgebase/{base['id']}/change/").content
+    assert b'id="knowledge-upload"' in page and upload.encode() in page
+
+    admin_client.post(upload, {"files": [
+        SimpleUploadedFile("ferries.md", b"The ferry leaves the north pier hourly."),
+        SimpleUploadedFile("office.txt", b"The harbour office opens at seven.")]})
+    settings.LANGHOST_ARTIFACT_MAX_BYTES = 10
+    refused = admin_client.post(upload, {"files": [SimpleUploadedFile("big.md", b"x" * 11)]},
+                                follow=True)
+    call_command("ingest_knowledge")
+
+    assert "over the 10-byte limit" in refused.content.decode()
+    assert sorted(KnowledgeDocument.objects.values_list("name", "status")) == [
+        ("ferries.md", "ready"), ("office.txt", "ready")]
+    found = admin_client.get(f"/admin/knowledge/knowledgebase/{base['id']}/retrieve/",
+                             {"query": "when does the harbour office open", "top_k": 1})
+    hits = found.content.decode()
+    assert found.status_code == 200
+    assert hits.count('class="retrieval-hit"') == 1 and "office.txt" in hits
+    assert "The harbour office opens at seven." in hits

@@ -15,7 +15,7 @@ from ledger.models import AgentRunEvent, Conversation, ModelCall
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
-from runners.models import LLM_AGENT_RUNNER_ID, LLMModel
+from runners.models import LLM_AGENT_RUNNER_ID, AgentType, LLMModel
 from runners.tests.conversation_fixtures import conversations_url, read_body
 from tests.fake_providers import Reply
 
@@ -122,3 +122,21 @@ def test_a_base_of_another_project_is_never_searched(
     assert "search_knowledge" not in json.dumps(call.body.get("tools") or [])
     assert "citations" not in body["reply"]
     assert not ModelCall.objects.filter(run_id=body["run_id"], operation="embedding").exists()
+
+
+def test_the_admin_picks_a_types_knowledge_bases_from_a_list(
+        admin_browser, project, embedding_model):
+    base = KnowledgeBase.objects.create(project=project, name="Rules",
+                                        embedding_model=embedding_model)
+    page = admin_browser.get("/admin/runners/agenttype/add/").content.decode()
+    assert f'<option value="{base.pk}">{project} / Rules</option>' in page
+
+    admin_browser.post("/admin/runners/agenttype/add/", {
+        "name": "Guide", "slug": "guide", "runner_id": LLM_AGENT_RUNNER_ID, "kind": "llm",
+        "primary_model": "fake-chat", "expertise": "[]", "fallback_models": "[]",
+        "model_params": "{}", "mcp_servers": "[]", "runner_config": "{}",
+        "knowledge_bases": [str(base.pk)], "knowledge_retrieval": "auto", "is_active": "on",
+        "sub_agent_links-TOTAL_FORMS": "0", "sub_agent_links-INITIAL_FORMS": "0"})
+
+    guide = AgentType.objects.get(slug="guide")
+    assert (guide.knowledge_bases, guide.knowledge_retrieval) == ([str(base.pk)], "auto")
