@@ -6,7 +6,8 @@
 - `filled(agent_type, schema, models)`: what the agent type's own fields say for the runner's
   fields: its models fill a `model-fallback-selector` (`{primary, fallbacks}`, model ids) or
   an `llm-model-selector` (the primary's id); its persona a `prompt-editor` (a list of
-  messages); its MCP servers an MCP selector; any other field keeps its declared default.
+  messages); its MCP servers an MCP selector; its knowledge bases a knowledge-base selector;
+  any other field keeps its declared default.
 - `with_model_ids(config, schema, model_ids)`: a rerank model a config names by name, named
   by id, as the runner's `invoke_rerank` names it.
 - Secrets (fields of type `secret`, e.g. a Dify API key) are write-only: stored encrypted
@@ -156,6 +157,10 @@ def filled(agent_type, schema, model_ids: Mapping[str, str]) -> dict:
             config[name] = [{"role": "system", "content": persona}]
         elif kind == "mcp-server-multi-selector" and agent_type.mcp_servers:
             config[name] = list(agent_type.mcp_servers)
+        elif kind == "knowledge-base-multi-selector" and agent_type.knowledge_bases:
+            config[name] = list(agent_type.knowledge_bases)
+        elif kind == "knowledge-base-selector" and agent_type.knowledge_bases:
+            config[name] = agent_type.knowledge_bases[0]
         elif "default" in field:
             config[name] = field["default"]
     return config

@@ -10,12 +10,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.models import Project
 from ledger.models import ModelCall
+from runners.execution.bindings import implied_agent_binding
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
-from runners.models import LLMModel
+from runners.models import AgentInstance, AgentType, LLMModel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,3 +94,21 @@ async def test_a_runner_reranks_what_it_retrieved_with_its_granted_rerank_model(
     assert "Divers register" in texts[best["index"]] and best["relevance_score"] == 0.5
     call = await ModelCall.objects.aget(operation="rerank")
     assert (call.model_name, call.status) == ("fake-reranker", "ok")
+
+
+async def test_an_agent_types_knowledge_bases_fill_its_runners_selector(
+        llm_plugin_gateway, user, embedding_model):
+    mine = await base_of(user, "Harbour", embedding_model, "Ferries leave hourly.")
+    await ingested(mine)
+    agent_type = await AgentType.objects.acreate(name="Reader", slug="reader", runner_id=READER,
+                                                 knowledge_bases=[str(mine.pk)])
+    agent = await AgentInstance.objects.select_related("agent_type", "project").aget(
+        pk=(await AgentInstance.objects.acreate(name="Reader", agent_type=agent_type,
+                                                project_id=mine.project_id)).pk)
+    binding = await sync_to_async(implied_agent_binding)(agent)
+
+    assert binding.runner_config["knowledge-bases"] == [str(mine.pk)]
+    outcome = await Orchestrator(llm_plugin_gateway).run_to_end(
+        AgentEventEnvelope(project_id=str(mine.project_id), input={"text": "ferries"}), binding)
+    report = json.loads(outcome["messages"][0]["data"]["message"]["content"])
+    assert [kb["uuid"] for kb in report["listed"]] == [str(mine.pk)]
