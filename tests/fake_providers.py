@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -60,8 +61,9 @@ def overlap(query: str, document: str) -> float:
 class Reply:
     """What the fake answers to one call.
 
-    `tool_calls`: `[{"id", "name", "arguments" (JSON text)}]`. `status` >= 400 answers an
-    error with `error` as its message. `stall` answers nothing until the client hangs up;
+    `tool_calls`: `[{"id", "name", "arguments" (JSON text)}]`, or `answer(request body)`
+    gives the reply from what the call sent (a tool call naming a file the message named,
+    say). `status` >= 400 answers an error with `error` as its message. `stall` answers nothing until the client hangs up;
     `stall_after` streams that many chunks first. `fail_after` streams that many chunks and
     then an error event.
     """
@@ -76,6 +78,7 @@ class Reply:
     stall: bool = False
     stall_after: int | None = None
     fail_after: int | None = None
+    answer: "Callable[[dict], Reply] | None" = None
 
 
 @dataclass
@@ -208,6 +211,8 @@ class FakeProvider:
             return await self._json(writer, 404, self._error_body("no such path"))
 
         reply = self._script.popleft() if self._script else self.default
+        if reply.answer is not None:
+            reply = reply.answer(body)
         if reply.stall:
             await self._until_hang_up(reader)
             return False

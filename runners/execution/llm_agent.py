@@ -18,7 +18,8 @@ as `tool` messages until it answers with text, at most MAX_TOOL_STEPS rounds.
 
 With knowledge bases granted, the model searches them (`knowledge_search.py`: a
 `search_knowledge` tool, or a search before each answer) and the reply cites what it was
-shown.
+shown. The conversation's files reach it too (`conversation_files.py`): the user's images as
+image parts for a vision model, any file's text through `load_artifact`.
 """
 
 import json
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, Transcript
+from ledger.services.artifacts import ArtifactError
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
     find_agent,
@@ -37,6 +39,12 @@ from runners.catalogue.agent_routing import (
 from runners.catalogue.trees import build_tree
 from runners.execution import tool_calls
 from runners.execution.bindings import agent_runner_config
+from runners.execution.conversation_files import (
+    LOAD_TOOL,
+    MAX_IMAGES,
+    VISION,
+    ConversationFiles,
+)
 from runners.execution.knowledge_search import AUTO_CALL_ID, SEARCH_TOOL, KnowledgeSearch
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
 from runners.providers import tokens
@@ -84,15 +92,26 @@ def system_prompt(config: dict) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-async def _history(conversation_id: str | None, user_text: str) -> list[dict]:
-    """The conversation's messages, oldest first (the user's message of this run included)."""
+async def _history(conversation_id: str | None, user_text: str,
+                   files: ConversationFiles | None, vision: bool) -> list[dict]:
+    """The conversation's messages, oldest first (the user's message of this run included);
+    for a vision model, the images the user sent as image parts of their messages (the
+    newest MAX_IMAGES)."""
     if not conversation_id:
         return [{"role": "user", "content": user_text}]
     rows = [row async for row in Transcript.objects.filter(conversation_id=conversation_id)
-            .order_by("-id").values("role", "content")[:HISTORY_ROWS]]
-    return [{"role": row["role"] if row["role"] in ("user", "assistant") else "user",
-             "content": row["content"]} for row in reversed(rows)] or [
-        {"role": "user", "content": user_text}]
+            .order_by("-id").values("role", "content", "attachment_refs")[:HISTORY_ROWS]]
+    history, images = [], 0
+    for row in rows:  # newest first
+        message = {"role": row["role"] if row["role"] in ("user", "assistant") else "user",
+                   "content": row["content"]}
+        if vision and files is not None and row["role"] == "user" and images < MAX_IMAGES:
+            parts = (await files.image_parts(row["attachment_refs"]))[:MAX_IMAGES - images]
+            if parts:
+                images += len(parts)
+                message["content"] = [{"type": "text", "text": row["content"]}, *parts]
+        history.append(message)
+    return list(reversed(history)) or [{"role": "user", "content": user_text}]
 
 
 def trimmed(system: list[dict], history: list[dict], window: int, reserve: int) -> list[dict]:
@@ -189,7 +208,6 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                     project_id=ids.get("project_id") or "", caller=LLM_AGENT_RUNNER_ID,
                     deadline=runtime.get("deadline_at"), journal=handle.journal_model_call)
     conversation_id = (context.get("conversation") or {}).get("conversation_id")
-    history = await _history(conversation_id, (context.get("input") or {}).get("text") or "")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cached_tokens": 0}
     granted = await _granted_tools(context)
     offered = [tool_definition(tool) for tool in (context.get("resources") or {}).get("tools")
@@ -197,8 +215,13 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     knowledge = await KnowledgeSearch.for_run(context, call)
     if knowledge is not None and not knowledge.automatic and SEARCH_TOOL not in granted:
         offered.append(knowledge.tool())
+    files = await ConversationFiles.for_run(context)
+    if files is not None and files.names and LOAD_TOOL not in granted:
+        offered.append(files.tool())
     try:
         turn = await _turn(config)
+        history = await _history(conversation_id, (context.get("input") or {}).get("text") or "",
+                                 files, VISION in (turn.models[0].abilities or []))
         found = ""
         if knowledge is not None and knowledge.automatic:
             async for item in _knowledge_call(result, knowledge, AUTO_CALL_ID, {
@@ -268,6 +291,8 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
             for call_id, entry in asked.items():
                 if entry["name"] == SEARCH_TOOL and knowledge is not None:
                     items = _knowledge_call(result, knowledge, call_id, _arguments(entry))
+                elif entry["name"] == LOAD_TOOL and files is not None:
+                    items = _file_call(result, files, call_id, _arguments(entry))
                 else:
                     items = _tool_call(result, granted, call_id, entry, call.deadline)
                 async for item in items:
@@ -314,6 +339,22 @@ async def _knowledge_call(result: _Results, knowledge: KnowledgeSearch, call_id:
         "result": KnowledgeSearch.recorded(hits) if error is None else None, "error": error})
     yield {"role": "tool", "tool_call_id": call_id,
            "content": f"Error: {error}" if error is not None else knowledge.shown(hits)}
+
+
+async def _file_call(result: _Results, files: ConversationFiles, call_id: str,
+                     args: dict | None) -> AsyncIterator[dict]:
+    """A `load_artifact` call, recorded as a tool call, then what the model reads."""
+    yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": LOAD_TOOL,
+                                       "parameters": args or {}})
+    recorded = error = None
+    try:
+        recorded, shown = await files.load(args or {})
+    except ArtifactError as exc:  # a missing file too: the model may ask for another
+        error = str(exc)
+    yield result("tool.call.completed", {"tool_call_id": call_id, "tool_name": LOAD_TOOL,
+                                         "result": recorded, "error": error})
+    yield {"role": "tool", "tool_call_id": call_id,
+           "content": f"Error: {error}" if error is not None else shown}
 
 
 async def _tool_call(result: _Results, granted: dict[str, dict], call_id: str, entry: dict,

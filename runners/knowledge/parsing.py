@@ -1,6 +1,6 @@
 """A document's text, and the chunks it is cut into.
 
-Text and Markdown are read as UTF-8; HTML loses its tags, scripts and styles (the standard
+Text, Markdown, CSV and JSON are read as UTF-8; HTML loses its tags, scripts and styles (the standard
 library's parser); PDF is read page by page with `pypdf`, each chunk knowing its page.
 Chunks are runs of words (`size` of them, each repeating `overlap` of the one before); a
 chunk never spans two pages.
@@ -10,11 +10,12 @@ import io
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-TEXT_TYPES = {"text/plain", "text/markdown", "text/x-markdown", "text/csv"}
+TEXT_TYPES = {"text/plain", "text/markdown", "text/x-markdown", "text/csv", "application/json"}
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 PDF_TYPE = "application/pdf"
 SUFFIX_TYPES = {".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
-                ".csv": "text/csv", ".html": "text/html", ".htm": "text/html",
+                ".csv": "text/csv", ".json": "application/json", ".html": "text/html",
+                ".htm": "text/html",
                 ".pdf": PDF_TYPE}
 
 
