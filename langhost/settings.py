@@ -291,6 +291,13 @@ LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)
 # Whether the process that owns the plugin runtime ingests knowledge documents in its
 # background (else `manage.py ingest_knowledge` does).
 LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)
+# A message's files as runners get them (runners/execution/attachments.py): inline up to
+# this size, and through a link signed for the run, valid this long while the run is active.
+# The link's origin is the one the message came through, else this URL.
+LANGHOST_ATTACHMENT_INLINE_BYTES = int(os.environ.get("LANGHOST_ATTACHMENT_INLINE_BYTES",
+                                                      64 * 1024))
+LANGHOST_ATTACHMENT_URL_SECONDS = int(os.environ.get("LANGHOST_ATTACHMENT_URL_SECONDS", 600))
+LANGHOST_PUBLIC_URL = os.environ.get("LANGHOST_PUBLIC_URL", "")
 # Whether a run's actor carries the user's e-mail as their name (else their full name, if any).
 LANGHOST_RUNNERS_SEE_EMAIL = os.environ.get("LANGHOST_RUNNERS_SEE_EMAIL", "").lower() in (
     "1", "true", "yes")

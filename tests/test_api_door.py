@@ -36,6 +36,8 @@ PUBLIC_OPERATIONS = {
     ("POST", "/api/v1/auth/logout"),  # the refresh token it revokes is the credential
     ("POST", "/api/v1/user/init"),  # LangBot: create the first superuser
     ("POST", "/api/v1/user/auth"),  # LangBot: sign in
+    # A run's attachment, through the link signed for that run: the link is the credential.
+    ("GET", "/api/v1/runs/{run_id}/attachments/{token}"),
 }
 
 ROUTES_OUTSIDE_THE_SCHEMA = {
@@ -236,7 +238,9 @@ def test_conversation_operation_refuses_another_member_with_404(member_client, o
 
 # --- someone who is neither the run's actor, its project's owner nor a superuser ------------
 
-ON_A_RUN = operations_where(lambda method, path: "{run_id}" in path)
+# (A public operation on a run, its attachment link, is its own credential: tested with it.)
+ON_A_RUN = operations_where(lambda method, path: "{run_id}" in path
+                           and (method, path) not in PUBLIC_OPERATIONS)
 
 
 @pytest.mark.parametrize("stranger", ["outsider_client", "member_client"])

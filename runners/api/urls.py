@@ -44,4 +44,8 @@ langbot_urlpatterns = [
          name="langbot-debug-plugin-action"),
 ]
 
-urlpatterns = router.urls + langbot_urlpatterns
+urlpatterns = [
+    path("runs/<str:run_id>/attachments/<str:token>", run_views.RunAttachmentView.as_view(),
+         name="run-attachment"),
+    *router.urls, *langbot_urlpatterns,
+]

@@ -101,7 +101,7 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
                   apis: dict, state: dict, deadline_at: float | None,
                   latest_cursor: str | None = None,
                   grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
-                  knowledge: list[dict] = ()) -> dict:
+                  knowledge: list[dict] = (), runner_input: dict | None = None) -> dict:
     conversation = None
     if event.conversation_id:
         conversation = {
@@ -122,7 +122,7 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
         "conversation": conversation,
         "actor": event.actor.model_dump(),
         "subject": event.subject.model_dump() if event.subject else None,
-        "input": event.input.model_dump(exclude_none=True),
+        "input": runner_input or event.input.model_dump(exclude_none=True),
         "delivery": {
             **event.delivery.model_dump(),
             "supports_streaming": event.delivery.supports_streaming

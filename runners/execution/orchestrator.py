@@ -23,6 +23,7 @@ from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import (
+    attachments,
     builtins,
     context,
     deltas,
@@ -127,10 +128,12 @@ class Orchestrator:
         handle = LocalRunHandle(state)
         process.run_started(handle)
         try:
+            runner_input = await attachments.for_runner(event, run_id)
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=started.state, deadline_at=deadline,
                                             latest_cursor=started.latest_cursor,
-                                            grants=models, tools=tools, knowledge=knowledge)
+                                            grants=models, tools=tools, knowledge=knowledge,
+                                            runner_input=runner_input)
             async for message in self._stream(state, payload, handle):
                 yield message
         except (GeneratorExit, asyncio.CancelledError):

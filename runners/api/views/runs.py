@@ -5,19 +5,24 @@ hop, a runner's on the loop), then runs it on the loop (`runners.api.streaming`)
 """
 
 from asgiref.sync import sync_to_async
+from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from accounts.permissions import IsSuperuser
-from langhost.api import BadInput, Unprocessable
+from langhost.api import BadInput, Gone, Unprocessable
 from langhost.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
 from runners.api import streaming
 from runners.api.exceptions import RuntimeUnreachable
+from runners.api.files import file_response
 from runners.api.serializers.runs import (
     RUN_RESULT,
     RUN_STREAM_FRAME,
@@ -28,6 +33,7 @@ from runners.api.serializers.runs import (
 )
 from runners.conversations import selectors
 from runners.conversations import services as door
+from runners.execution import attachments
 from runners.execution.orchestrator import Orchestrator
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
@@ -143,3 +149,33 @@ class RunnerViewSet(AsyncDispatch, viewsets.ReadOnlyModelViewSet):
     async def runtime(self, request):
         """The runtime link's state: mode, state, uptime, last error."""
         return Response(await get_gateway().status())
+
+
+class RunAttachmentView(APIView):
+    """A file of the run's message, through the link signed for the run
+    (`runners.execution.attachments`): no credentials, while the run is active and the link
+    fresh; refused after the run ends (410), for another run, expired or altered (404)."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="runs_attachment",
+        responses={(200, "*/*"): OpenApiResponse(OpenApiTypes.BINARY,
+                                                  description="The file's bytes."),
+                   404: OpenApiResponse(description="No link of this run (or expired), or "
+                                                    "the file is gone."),
+                   410: OpenApiResponse(description="The run has ended.")})
+    def get(self, request, run_id: str, token: str):
+        try:
+            opened = attachments.opened(run_id, token)
+        except attachments.AttachmentRefused as exc:
+            raise REFUSALS[exc.status](str(exc)) from None
+        response = file_response(opened.file, opened.info.mime_type)
+        response["Content-Disposition"] = content_disposition_header(
+            True, opened.info.custom_metadata.get("file_name") or opened.info.name)
+        response["ETag"] = f'"{opened.info.sha256}"'
+        return response
+
+
+REFUSALS = {404: NotFound, 410: Gone}
