@@ -172,6 +172,14 @@ class Transcript(models.Model):
         citations = fields.get("citations") if isinstance(fields, dict) else None
         return citations if isinstance(citations, list) else []
 
+    @property
+    def files(self) -> list[dict]:
+        """The files a message links to (`file_url` parts: `file_name`, `file_url`)."""
+        content = (self.content_json or {}).get("content")
+        return [part for part in content if isinstance(part, dict)
+                and part.get("type") == "file_url" and part.get("file_url")] \
+            if isinstance(content, list) else []
+
 
 class EventLog(models.Model):
     """One row per inbound event. `event_id` is the event's id as its sender gave it;

@@ -30,6 +30,7 @@ from runners.execution import (
     grants,
     journal,
     registry,
+    reply_files,
     sequences,
     steering,
 )
@@ -280,6 +281,10 @@ class Orchestrator:
         if usage is not None:
             state.usage = usage
         state_write = None
+        if type_ in ("message.completed", "run.completed") and isinstance(data.get("message"),
+                                                                           dict):
+            data["message"] = await reply_files.saved(data["message"],
+                                                      state.event.conversation_id, state.run_id)
         reply = data.get("message") if type_ == "message.completed" else None
         if type_ == "state.updated":
             state_write = await self._state_write(state, data)

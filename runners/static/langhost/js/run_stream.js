@@ -69,6 +69,7 @@
       return content.map(function (part) {
         if (typeof part === "string") return part;
         if (part && typeof part.text === "string") return part.text;
+        if (part && part.type === "file_url") return " [file: " + (part.file_name || "file") + "]";
         return part && part.type ? "[" + part.type + "]" : "";
       }).join("");
     }

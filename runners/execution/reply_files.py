@@ -1,0 +1,64 @@
+"""Files a runner puts in its reply: each inline file of a `message.completed` (a
+`file_base64` or `image_base64` element) is saved as a version of a conversation artifact,
+and the element becomes a `file_url` naming the artifact's download link
+(`/api/v1/projects/{project}/agents/{agent}/conversations/{conversation}/artifacts/{name}
+?version=N`, read with the user's credentials), so the transcript keeps a link, not the
+bytes. A reply outside a conversation keeps its files inline.
+"""
+
+import base64
+import binascii
+from urllib.parse import quote
+
+from asgiref.sync import sync_to_async
+
+from ledger.models import Conversation
+from ledger.services.artifacts import ArtifactError, artifacts
+
+INLINE_TYPES = ("file_base64", "image_base64")
+
+
+def _has_files(message: dict) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") in INLINE_TYPES for part in content)
+
+
+async def saved(message: dict, conversation_id: str | None, run_id: str) -> dict:
+    """The reply with its inline files saved as artifacts and named by their links."""
+    if not conversation_id or not _has_files(message):
+        return message
+    return await sync_to_async(_saved)(message, conversation_id, run_id)
+
+
+def _decoded(part: dict) -> tuple[bytes, str]:
+    raw = part.get(part["type"]) or ""
+    header, _, encoded = raw.partition("base64,") if raw.startswith("data:") else ("", "", raw)
+    mime_type = header[5:].rstrip(";") or ("image/png" if part["type"] == "image_base64"
+                                           else "application/octet-stream")
+    return base64.b64decode(encoded, validate=True), mime_type
+
+
+def _saved(message: dict, conversation_id: str, run_id: str) -> dict:
+    conversation = Conversation.objects.filter(conversation_id=conversation_id).first()
+    if conversation is None:
+        return message
+    base = (f"/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
+            f"conversations/{quote(conversation.client_id, safe='')}/artifacts")
+    content = []
+    for index, part in enumerate(message["content"]):
+        if not isinstance(part, dict) or part.get("type") not in INLINE_TYPES:
+            content.append(part)
+            continue
+        name = (part.get("file_name") or f"reply_{run_id}_{index}").replace("/", "_")
+        try:
+            data, mime_type = _decoded(part)
+            version = artifacts.save(conversation.project_id, conversation.user_id,
+                                     conversation_id, name, data=data, mime_type=mime_type,
+                                     custom_metadata={"file_name": name, "run_id": run_id})
+        except (binascii.Error, ValueError, ArtifactError) as exc:
+            content.append({"type": "text", "text": f"[{name} could not be saved: {exc}]"})
+            continue
+        content.append({"type": "file_url", "file_name": name,
+                        "file_url": f"{base}/{quote(name, safe='')}?version={version}"})
+    return {**message, "content": content}
