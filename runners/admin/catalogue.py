@@ -17,6 +17,7 @@ from runners.models import (
     AgentType,
     Binding,
     InvalidTransition,
+    KnowledgeRetrieval,
     PluginInstallation,
     RunnerDescriptor,
     SubAgent,
@@ -50,6 +51,7 @@ class AgentTypeForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["knowledge_retrieval"].required = False  # left out: the default
         # The runners LangHost knows, and the type's own even if it is gone since.
         choices = runner_choices()
         current = self.instance.runner_id if self.instance.pk else None
@@ -67,6 +69,9 @@ class AgentTypeForm(forms.ModelForm):
             self.fields["runner_config"].help_text += (
                 f" Secrets set (not shown; kept unless given again, null clears): "
                 f"{', '.join(secrets)}.")
+
+    def clean_knowledge_retrieval(self):
+        return self.cleaned_data["knowledge_retrieval"] or KnowledgeRetrieval.TOOL
 
     def clean_knowledge_bases(self):
         return [str(knowledge_base.pk) for knowledge_base in self.cleaned_data["knowledge_bases"]]

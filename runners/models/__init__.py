@@ -14,6 +14,7 @@ from runners.models.catalogue import (
     AgentKind,
     AgentType,
     InvalidTransition,
+    KnowledgeRetrieval,
     SubAgent,
 )
 from runners.models.plugin_tools import ToolDescriptor
@@ -28,7 +29,7 @@ from runners.models.tools import McpServer
 
 __all__ = [
     "DEFAULT_RUNNER_ID", "LLM_AGENT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
-    "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
+    "KnowledgeRetrieval", "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
     "ToolDescriptor",
     "McpServer",
