@@ -291,6 +291,14 @@ LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)
 # Whether the process that owns the plugin runtime ingests knowledge documents in its
 # background (else `manage.py ingest_knowledge` does).
 LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)
+# The sandbox box (runners/box/): the SDK's box server's backend (`host` runs commands as
+# this machine's user and isolates nothing; `nsjail` where nsjail is installed), and the
+# limits of one call: seconds, memory, output returned, a file's size.
+LANGHOST_BOX_BACKEND = os.environ.get("LANGHOST_BOX_BACKEND", "host")
+LANGHOST_BOX_EXEC_SECONDS = int(os.environ.get("LANGHOST_BOX_EXEC_SECONDS", 30))
+LANGHOST_BOX_MEMORY_MB = int(os.environ.get("LANGHOST_BOX_MEMORY_MB", 1024))
+LANGHOST_BOX_OUTPUT_BYTES = int(os.environ.get("LANGHOST_BOX_OUTPUT_BYTES", 16 * 1024))
+LANGHOST_BOX_FILE_BYTES = int(os.environ.get("LANGHOST_BOX_FILE_BYTES", 1024 * 1024))
 # A message's files as runners get them (runners/execution/attachments.py): inline up to
 # this size, and through a link signed for the run, valid this long while the run is active.
 # The link's origin is the one the message came through, else this URL.

@@ -44,7 +44,7 @@ class AgentTypeForm(forms.ModelForm):
         fields = [
             "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
             "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "is_active", "runner_id",
+            "knowledge_retrieval", "box_enabled", "is_active", "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",
         ]

@@ -57,6 +57,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "mcp_servers": agent_type.mcp_servers,
         "knowledge_bases": agent_type.knowledge_bases,
         "knowledge_retrieval": agent_type.knowledge_retrieval,
+        "box": agent_type.box_enabled,
         "expertise": agent_type.expertise,
     }
 

@@ -71,7 +71,7 @@ def available_apis(event: AgentEventEnvelope, binding: AgentBinding,
         "run_finalize": False,
         "prompt_get": bool(binding.runner_config.get("prompt")),
         "storage": storage_grants(binding, descriptor)["plugin_storage"],
-        "box": False,
+        "box": binding.runner_config.get("box") is True and has_conversation,
         "reply_stream": False,
     }
 

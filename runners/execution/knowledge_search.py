@@ -13,11 +13,16 @@ score), which the pages show under it.
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.providers.calls import CallInfo
+from runners.providers.errors import ProviderError
 
 SEARCH_TOOL = "search_knowledge"
 AUTO_CALL_ID = "knowledge-auto"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20
+
+
+class SearchError(ValueError):
+    pass
 
 
 class KnowledgeSearch:
@@ -73,6 +78,18 @@ class KnowledgeSearch:
             page = f", page {citation['page']}" if "page" in citation else ""
             lines.append(f"[{number}] {hit.document_name}{page}:\n{hit.text}")
         return "\n\n".join(lines)
+
+    async def answer(self, args: dict) -> tuple[dict, str]:
+        """`(recorded result, what the model reads)` for a `search_knowledge` call; raises
+        SearchError with what to tell the model."""
+        asked = self.arguments(args)
+        if asked is None:
+            raise SearchError("search_knowledge needs `query`, a non-empty string")
+        try:
+            hits = await self.search(*asked)
+        except ProviderError as exc:  # the model reads it and may answer without
+            raise SearchError(f"the knowledge search failed: {exc}") from None
+        return self.recorded(hits), self.shown(hits)
 
     @staticmethod
     def arguments(parameters: dict) -> tuple[str, int] | None:

@@ -22,6 +22,7 @@ shown. The conversation's files reach it too (`conversation_files.py`): the user
 image parts for a vision model, any file's text through `load_artifact`.
 """
 
+import functools
 import json
 import logging
 import time
@@ -37,7 +38,7 @@ from runners.catalogue.agent_routing import (
     transfer_targets,
 )
 from runners.catalogue.trees import build_tree
-from runners.execution import tool_calls
+from runners.execution import box_tools, tool_calls
 from runners.execution.bindings import agent_runner_config
 from runners.execution.conversation_files import (
     LOAD_TOOL,
@@ -45,7 +46,12 @@ from runners.execution.conversation_files import (
     VISION,
     ConversationFiles,
 )
-from runners.execution.knowledge_search import AUTO_CALL_ID, SEARCH_TOOL, KnowledgeSearch
+from runners.execution.knowledge_search import (
+    AUTO_CALL_ID,
+    SEARCH_TOOL,
+    KnowledgeSearch,
+    SearchError,
+)
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
 from runners.providers import tokens
 from runners.providers.calls import CallInfo
@@ -218,14 +224,18 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     files = await ConversationFiles.for_run(context)
     if files is not None and files.names and LOAD_TOOL not in granted:
         offered.append(files.tool())
+    workspace = box_tools.workspace_of(context)
+    if workspace is not None:
+        offered += [tool for tool in box_tools.DEFINITIONS if tool["name"] not in granted]
     try:
         turn = await _turn(config)
         history = await _history(conversation_id, (context.get("input") or {}).get("text") or "",
                                  files, VISION in (turn.models[0].abilities or []))
         found = ""
         if knowledge is not None and knowledge.automatic:
-            async for item in _knowledge_call(result, knowledge, AUTO_CALL_ID, {
-                    "query": (context.get("input") or {}).get("text") or ""}):
+            async for item in _host_call(result, SEARCH_TOOL, AUTO_CALL_ID, {
+                    "query": (context.get("input") or {}).get("text") or ""}, knowledge.answer,
+                    (SearchError,)):
                 if "role" in item:
                     found = f"\n\nFrom the knowledge bases (cite as [n]):\n{item['content']}"
                 else:
@@ -289,10 +299,16 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                  "function": {"name": entry["name"], "arguments": entry["arguments"] or "{}"}}
                 for call_id, entry in asked.items()]}]
             for call_id, entry in asked.items():
-                if entry["name"] == SEARCH_TOOL and knowledge is not None:
-                    items = _knowledge_call(result, knowledge, call_id, _arguments(entry))
-                elif entry["name"] == LOAD_TOOL and files is not None:
-                    items = _file_call(result, files, call_id, _arguments(entry))
+                name, args = entry["name"], _arguments(entry)
+                if name == SEARCH_TOOL and knowledge is not None:
+                    items = _host_call(result, name, call_id, args, knowledge.answer,
+                                       (SearchError,))
+                elif name == LOAD_TOOL and files is not None:
+                    items = _host_call(result, name, call_id, args, files.load, (ArtifactError,))
+                elif name in box_tools.NAMES and workspace is not None:
+                    items = _host_call(result, name, call_id, args,
+                                       functools.partial(box_tools.call, workspace, name),
+                                       box_tools.FAILURES)
                 else:
                     items = _tool_call(result, granted, call_id, entry, call.deadline)
                 async for item in items:
@@ -320,38 +336,19 @@ def _arguments(entry: dict) -> dict | None:
     return args if isinstance(args, dict) else None
 
 
-async def _knowledge_call(result: _Results, knowledge: KnowledgeSearch, call_id: str,
-                          args: dict | None) -> AsyncIterator[dict]:
-    """A search of the knowledge bases, recorded as a tool call, then what the model reads."""
-    yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": SEARCH_TOOL,
-                                       "parameters": args or {}})
-    asked = KnowledgeSearch.arguments(args or {})
-    hits, error = [], None
-    if asked is None:
-        error = "search_knowledge needs `query`, a non-empty string"
-    else:
-        try:
-            hits = await knowledge.search(*asked)
-        except ProviderError as exc:  # the model reads it and may answer without
-            error = f"the knowledge search failed: {exc}"
-    yield result("tool.call.completed", {
-        "tool_call_id": call_id, "tool_name": SEARCH_TOOL,
-        "result": KnowledgeSearch.recorded(hits) if error is None else None, "error": error})
-    yield {"role": "tool", "tool_call_id": call_id,
-           "content": f"Error: {error}" if error is not None else knowledge.shown(hits)}
-
-
-async def _file_call(result: _Results, files: ConversationFiles, call_id: str,
-                     args: dict | None) -> AsyncIterator[dict]:
-    """A `load_artifact` call, recorded as a tool call, then what the model reads."""
-    yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": LOAD_TOOL,
+async def _host_call(result: _Results, name: str, call_id: str, args: dict | None, act,
+                     failures: tuple) -> AsyncIterator[dict]:
+    """A tool the host answers itself (knowledge, files, the box): `act(args)` gives the
+    recorded result and what the model reads. Recorded as a tool call of the run; a failure
+    (one of `failures`) is its answer, for the model to read."""
+    yield result("tool.call.started", {"tool_call_id": call_id, "tool_name": name,
                                        "parameters": args or {}})
     recorded = error = None
     try:
-        recorded, shown = await files.load(args or {})
-    except ArtifactError as exc:  # a missing file too: the model may ask for another
+        recorded, shown = await act(args or {})
+    except failures as exc:
         error = str(exc)
-    yield result("tool.call.completed", {"tool_call_id": call_id, "tool_name": LOAD_TOOL,
+    yield result("tool.call.completed", {"tool_call_id": call_id, "tool_name": name,
                                          "result": recorded, "error": error})
     yield {"role": "tool", "tool_call_id": call_id,
            "content": f"Error: {error}" if error is not None else shown}

@@ -61,6 +61,11 @@ class AgentType(models.Model):
         max_length=16, choices=KnowledgeRetrieval.choices, default=KnowledgeRetrieval.TOOL,
         help_text="How the built-in LLM agent uses its knowledge bases: a search_knowledge tool "
                   "the model calls, or a search with each message before the model answers.")
+    box_enabled = models.BooleanField(
+        default=False, verbose_name="sandbox box",
+        help_text="Its agents work in their conversation's sandbox box: the built-in LLM agent "
+                  "gets exec, read_file, write_file and list_files tools; a plugin runner the "
+                  "box actions.")
     is_active = models.BooleanField(default=True,
                                     help_text="Inactive types cannot be used for new agents.")
     runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID,

@@ -60,7 +60,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent(parent_pid: int):
+def die_with_parent(parent_pid: int):
     def hook() -> None:
         if _libc is not None:
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -132,7 +132,7 @@ async def _spawn(confined: list[str], runtime_dir: str, debug_port: int, env: di
         env=env,
         pass_fds=pass_fds,
         start_new_session=True,
-        preexec_fn=_die_with_parent(os.getpid()),
+        preexec_fn=die_with_parent(os.getpid()),
         # Frames are JSON lines of at most 16 KiB (larger ones are chunked).
         limit=1024 * 1024,
     )

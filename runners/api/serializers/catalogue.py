@@ -72,7 +72,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "is_active",
+            "knowledge_retrieval", "box_enabled", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",

@@ -1,0 +1,149 @@
+"""Work in a conversation's box: its workspace, commands run in it, its files.
+
+Each conversation has a workspace of its own, a directory under the data dir
+(`box/workspaces/<id>`), which the box server mounts as `/workspace` of the conversation's
+session: a command sees it as its working directory, and the host reads and writes its files
+directly. A path is the workspace's (`notes.txt`, `/workspace/notes.txt`); one that leads out
+of it (`../../etc/passwd`, `/etc/passwd`, a link pointing out) is refused.
+
+Limits per call are settings: a command's time (`LANGHOST_BOX_EXEC_SECONDS`, cut off past it),
+memory (`LANGHOST_BOX_MEMORY_MB`, as the command's address-space limit), and the output a
+caller gets back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at most
+`LANGHOST_BOX_FILE_BYTES`.
+"""
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from langbot_plugin.box.models import BoxSpec
+
+from runners.box.server import BoxUnavailable, box_server
+
+MOUNT = "/workspace"
+_SESSION = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class BoxError(ValueError):
+    """A request the box refuses (a path out of the workspace, a file too large, ...)."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A conversation's workspace: the box session and the directory it mounts."""
+
+    project_id: str
+    conversation_id: str
+
+    @property
+    def session_id(self) -> str:
+        return "conv-" + hashlib.sha256(self.conversation_id.encode()).hexdigest()[:24]
+
+    @property
+    def directory(self) -> Path:
+        return Path(settings.DATA_DIR) / "box" / "workspaces" / self.session_id
+
+    def path(self, name: str) -> Path:
+        """Where `name` (relative, or under /workspace) is; BoxError when out of it."""
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise BoxError("a path is a non-empty string")
+        relative = name[len(MOUNT):].lstrip("/") if name == MOUNT or name.startswith(
+            MOUNT + "/") else name
+        if relative.startswith("/"):
+            raise BoxError(f"{name} is outside the workspace ({MOUNT})")
+        root = self.directory.resolve()
+        target = (root / relative).resolve()
+        if target != root and root not in target.parents:
+            raise BoxError(f"{name} is outside the workspace ({MOUNT})")
+        return target
+
+    def spec(self, cmd: str = "", timeout: int | None = None) -> BoxSpec:
+        directory = str(self.directory.resolve())
+        if shlex.quote(directory) != directory:
+            raise BoxError(f"the data dir's path ({directory}) cannot hold a box workspace: "
+                           "it needs a path without spaces or quotes")
+        return BoxSpec(session_id=self.session_id, cmd=cmd, workdir=MOUNT,
+                       timeout_sec=timeout or settings.LANGHOST_BOX_EXEC_SECONDS,
+                       host_path=directory, host_path_mode="rw")
+
+
+@dataclass(frozen=True)
+class Executed:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_ms: int
+
+    def as_dict(self) -> dict:
+        return {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
+                "timed_out": self.timed_out, "duration_ms": self.duration_ms}
+
+
+def _bounded(text: str) -> str:
+    limit = settings.LANGHOST_BOX_OUTPUT_BYTES
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode(errors="ignore") + f"\n[output cut at {limit} bytes]"
+
+
+async def execute(workspace: Workspace, command: str, timeout: int | None = None) -> Executed:
+    """Run `command` (a shell command line) in the workspace; BoxUnavailable when the box
+    server cannot run it (it died, or never started)."""
+    if not isinstance(command, str) or not command.strip():
+        raise BoxError("a command is a non-empty string")
+    limit = min(timeout or settings.LANGHOST_BOX_EXEC_SECONDS, settings.LANGHOST_BOX_EXEC_SECONDS)
+    await sync_to_async(workspace.directory.mkdir)(parents=True, exist_ok=True)
+    memory_kb = settings.LANGHOST_BOX_MEMORY_MB * 1024
+    spec = workspace.spec(f"ulimit -v {memory_kb} 2>/dev/null; {command}", limit)
+    server = box_server()
+    client = await server.ready()
+    try:
+        result = await client.execute(spec, action_context=server.context(workspace.project_id))
+    except Exception as exc:  # the box server died under the call, or refused it
+        raise BoxUnavailable(f"the box could not run the command: {type(exc).__name__}: "
+                             f"{exc}") from None
+    timed_out = getattr(result.status, "value", result.status) == "timed_out"
+    return Executed(result.exit_code, _bounded(result.stdout), _bounded(result.stderr),
+                    timed_out, result.duration_ms)
+
+
+def read_file(workspace: Workspace, name: str) -> bytes:
+    path = workspace.path(name)
+    if not path.is_file():
+        raise BoxError(f"{name} is not a file of the workspace")
+    if path.stat().st_size > settings.LANGHOST_BOX_FILE_BYTES:
+        raise BoxError(f"{name} is over {settings.LANGHOST_BOX_FILE_BYTES} bytes")
+    return path.read_bytes()
+
+
+def write_file(workspace: Workspace, name: str, data: bytes) -> Path:
+    if len(data) > settings.LANGHOST_BOX_FILE_BYTES:
+        raise BoxError(f"a file is at most {settings.LANGHOST_BOX_FILE_BYTES} bytes")
+    path = workspace.path(name)
+    if path == workspace.directory.resolve():
+        raise BoxError("a file needs a name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def list_files(workspace: Workspace, name: str = MOUNT, limit: int = 500) -> list[dict]:
+    """The files and directories under `name` (its whole tree, at most `limit`)."""
+    root = workspace.path(name)
+    if not root.exists():
+        return []
+    base = workspace.directory.resolve()
+    found = []
+    for path in sorted(root.rglob("*")):
+        if len(found) >= limit:
+            break
+        found.append({"path": f"{MOUNT}/{path.relative_to(base)}",
+                      "type": "directory" if path.is_dir() else "file",
+                      "size": path.stat().st_size if path.is_file() else None})
+    return found

@@ -1,0 +1,127 @@
+"""The built-in LLM agent works in its conversation's sandbox box (the SDK's box server,
+started by LangHost, host backend): it runs a command and answers with its output, a path out
+of its workspace is refused, a command past its time is cut off and said so, its files are
+its conversation's alone, and a box server killed under a call fails that call only — the
+next run gets a fresh one."""
+
+import asyncio
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from ledger.services import conversations
+from runners.box.server import box_server
+from runners.conversations import services as door
+from runners.conversations.input import Part
+from runners.models import LLM_AGENT_RUNNER_ID
+from tests.fake_providers import Reply
+from tests.timing import scaled
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def calls(*tools) -> Reply:
+    return Reply(text="", tool_calls=[
+        {"id": f"call-{n}", "name": name, "arguments": json.dumps(args)}
+        for n, (name, args) in enumerate(tools)])
+
+
+@pytest.fixture
+async def boxed_agent(make_agent_type, make_agent, make_model, project, openai_server):
+    await sync_to_async(make_model)(openai_server, "box-model")
+    agent_type = await sync_to_async(make_agent_type)(
+        name="Worker", runner_id=LLM_AGENT_RUNNER_ID, primary_model="box-model",
+        box_enabled=True)
+    agent = await sync_to_async(make_agent)(project, agent_type)
+    yield agent
+    await box_server().stop()
+
+
+async def ask(user, agent, text, conversation=None) -> tuple[dict, str]:
+    conversation = conversation or await sync_to_async(conversations.create)(
+        project_id=str(agent.project_id), agent_id=str(agent.pk), user_id=str(user.pk))
+    prepared = await sync_to_async(door.prepare_agent_run)(
+        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        parts=[Part(text=text)])
+    return await door.run_to_end(prepared), conversation
+
+
+def tool_messages(openai_server) -> list[str]:
+    return [m["content"] for m in openai_server.calls()[-1].body["messages"]
+            if m["role"] == "tool"]
+
+
+async def test_the_agent_runs_a_command_in_its_box_and_answers_with_its_output(
+        boxed_agent, user, openai_server):
+    openai_server.script(calls(("exec", {"command": "python3 -c 'print(6*7)'"})),
+                         Reply(text="It is 42."))
+
+    answer, _ = await ask(user, boxed_agent, "What is six times seven? Compute it.")
+
+    assert answer["status"] == "completed", answer
+    offered = {tool["function"]["name"] for tool in openai_server.calls()[0].body["tools"]}
+    assert {"exec", "read_file", "write_file", "list_files"} <= offered
+    (result,) = tool_messages(openai_server)
+    assert json.loads(result)["stdout"] == "42" and json.loads(result)["exit_code"] == 0
+
+
+async def test_a_path_out_of_the_workspace_is_refused_and_files_stay_in_their_conversation(
+        boxed_agent, user, openai_server):
+    openai_server.script(
+        calls(("write_file", {"path": "notes.txt", "content": "tide at 7"}),
+              ("read_file", {"path": "../../etc/passwd"}),
+              ("read_file", {"path": "/etc/passwd"})),
+        Reply(text="Noted."),
+        calls(("list_files", {})), Reply(text="Nothing here."))
+
+    await ask(user, boxed_agent, "Note the tide.")
+    written, escaped, absolute = tool_messages(openai_server)
+    await ask(user, boxed_agent, "What is in my workspace?")  # another conversation
+
+    assert written == "Written."
+    assert escaped.startswith("Error: ../../etc/passwd is outside the workspace")
+    assert absolute.startswith("Error: /etc/passwd is outside the workspace")
+    assert tool_messages(openai_server) == ["[]"]
+
+
+async def test_a_command_past_its_time_is_cut_off_and_the_model_is_told(
+        boxed_agent, user, openai_server, settings):
+    settings.LANGHOST_BOX_EXEC_SECONDS = 1
+    openai_server.script(calls(("exec", {"command": "sleep 30; echo never"})),
+                         Reply(text="It took too long."))
+
+    answer, _ = await ask(user, boxed_agent, "Wait a while.")
+
+    assert answer["status"] == "completed"
+    (result,) = tool_messages(openai_server)
+    assert result.startswith("The command was cut off")
+    assert json.loads(result.partition(". ")[2])["timed_out"] is True
+
+
+async def test_a_box_server_killed_under_a_call_fails_that_call_and_the_next_run_starts_one(
+        boxed_agent, user, openai_server):
+    openai_server.script(calls(("exec", {"command": "sleep 20"})), Reply(text="It broke."),
+                         calls(("exec", {"command": "echo again"})), Reply(text="Again."))
+    server = box_server()
+
+    async def kill_when_running():
+        while not (server.running and server.client is not None):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(scaled(0.5))
+        first_pid = server.process.pid
+        server.kill()
+        return first_pid
+
+    killer = asyncio.ensure_future(kill_when_running())
+    broken, conversation = await ask(user, boxed_agent, "Sleep.")
+    first_pid = await killer
+    (failed,) = tool_messages(openai_server)
+    again, _ = await ask(user, boxed_agent, "Echo.", conversation)
+
+    assert broken["status"] == "completed"
+    assert failed.startswith("Error: the box could not run the command")
+    assert again["status"] == "completed"
+    (echoed,) = [m for m in tool_messages(openai_server) if "again" in m]
+    assert json.loads(echoed)["stdout"] == "again"
+    assert server.process.pid != first_pid and server.starts == 2
