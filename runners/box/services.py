@@ -6,6 +6,9 @@ session: a command sees it as its working directory, and the host reads and writ
 directly. A path is the workspace's (`notes.txt`, `/workspace/notes.txt`); one that leads out
 of it (`../../etc/passwd`, `/etc/passwd`, a link pointing out) is refused.
 
+A message's saved files are copied into the workspace's inbox (`/workspace/inbox/`), and a
+file of the workspace can be saved as a conversation artifact.
+
 Limits per call are settings: a command's time (`LANGHOST_BOX_EXEC_SECONDS`, cut off past it),
 memory (`LANGHOST_BOX_MEMORY_MB`, as the command's address-space limit), and the output a
 caller gets back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at most
@@ -22,9 +25,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from langbot_plugin.box.models import BoxSpec
 
+from ledger.services.artifacts import ArtifactNotFound, artifacts
 from runners.box.server import BoxUnavailable, box_server
 
 MOUNT = "/workspace"
+INBOX = "inbox"
+ARTIFACT_REF = "artifact:"
 _SESSION = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -147,3 +153,38 @@ def list_files(workspace: Workspace, name: str = MOUNT, limit: int = 500) -> lis
                       "type": "directory" if path.is_dir() else "file",
                       "size": path.stat().st_size if path.is_file() else None})
     return found
+
+
+def import_attachments(workspace: Workspace, scope: tuple[str, str, str],
+                       attachments: list[dict], wanted: list | None = None) -> list[dict]:
+    """A message's saved files (`attachments`, those whose `ref` is in `wanted` if given)
+    copied into the workspace's inbox, as BoxFiles `{id, name, type, size, path}`."""
+    items = []
+    for attachment in attachments:
+        ref = attachment.get("ref") or ""
+        if not ref.startswith(ARTIFACT_REF) or (wanted is not None and ref not in wanted):
+            continue
+        try:
+            loaded = artifacts.load(*scope, ref[len(ARTIFACT_REF):])
+        except ArtifactNotFound:
+            continue
+        name = (attachment.get("name") or ref[len(ARTIFACT_REF):]).replace("/", "_")
+        path = write_file(workspace, f"{INBOX}/{name}", loaded.data)
+        items.append({"id": ref, "name": name, "type": attachment.get("type") or "file",
+                      "size": path.stat().st_size, "path": f"{MOUNT}/{INBOX}/{name}"})
+    return items
+
+
+def export_files(workspace: Workspace, scope: tuple[str, str, str], paths: list,
+                 run_id: str) -> list[dict]:
+    """Each file saved as a version of a conversation artifact, as BoxFiles (`id`
+    `artifact:<name>`, and the `version` saved)."""
+    items = []
+    for path in paths:
+        data = read_file(workspace, path)
+        name = workspace.path(path).name
+        version = artifacts.save(*scope, name, data=data,
+                                 custom_metadata={"file_name": name, "run_id": run_id})
+        items.append({"id": f"{ARTIFACT_REF}{name}", "name": name, "type": "file",
+                      "size": len(data), "path": path, "version": version})
+    return items

@@ -7,7 +7,9 @@ Each attachment saved as a conversation artifact reaches the runner with:
   (410), for another run, expired or altered (404), it is refused.
 
 The link's origin is the one the message came in through (the attachment's own URL), else
-LANGHOST_PUBLIC_URL; without either, the runner gets the file inline only.
+LANGHOST_PUBLIC_URL; without either, the runner gets the file inline only. With the box
+granted to the run, the files are copied into the conversation's workspace before the runner
+starts, and each attachment names its `path` there (`/workspace/inbox/<name>`).
 """
 
 import base64
@@ -19,6 +21,7 @@ from django.core import signing
 
 from ledger.models import AgentRun, Conversation, RunStatus
 from ledger.services.artifacts import ArtifactNotFound, OpenedArtifact, artifacts
+from runners.box import services as box_services
 from runners.execution.protocol import AgentEventEnvelope
 
 SALT = "langhost.run-attachment"
@@ -54,23 +57,31 @@ def link(origin: str, run_id: str, scope: tuple[str, str, str], name: str,
     return f"{origin}/api/v1/runs/{quote(run_id, safe='')}/attachments/{token}"
 
 
-async def for_runner(event: AgentEventEnvelope, run_id: str) -> dict:
+async def for_runner(event: AgentEventEnvelope, run_id: str, box: bool = False) -> dict:
     """The run's input as its runner receives it: saved attachments with `content` (small
-    ones) and a run-scoped `url`."""
+    ones) and a run-scoped `url`; with the box granted, copied into the conversation's
+    workspace first (their `path`)."""
     given = event.input.model_dump(exclude_none=True)
     saved = [a for a in given.get("attachments") or []
              if (a.get("ref") or "").startswith(ARTIFACT_REF)]
     if saved and event.conversation_id:
-        await sync_to_async(_with_links)(saved, event.conversation_id, run_id)
+        await sync_to_async(_with_links)(saved, event.conversation_id, run_id, box)
     return given
 
 
-def _with_links(saved: list[dict], conversation_id: str, run_id: str) -> None:
+def _with_links(saved: list[dict], conversation_id: str, run_id: str, box: bool) -> None:
     scope = Conversation.objects.filter(conversation_id=conversation_id).values_list(
         "project_id", "user_id").first()
     if scope is None:
         return
     scope = (str(scope[0]), str(scope[1]), conversation_id)
+    if box:
+        workspace = box_services.Workspace(project_id=scope[0], conversation_id=conversation_id)
+        paths = {item["id"]: item["path"]
+                 for item in box_services.import_attachments(workspace, scope, saved)}
+        for attachment in saved:
+            if attachment["ref"] in paths:
+                attachment["path"] = paths[attachment["ref"]]
     for attachment in saved:
         name, version = attachment["ref"][len(ARTIFACT_REF):], _version_of(attachment.get("url"))
         origin = _origin(attachment.get("url"))

@@ -108,7 +108,8 @@ class Orchestrator:
             return
         apis = context.available_apis(event, binding, descriptor)
         models = await grants.model_grants(binding, descriptor)
-        tools = await tool_grants(binding, descriptor)
+        tools = await tool_grants(binding, descriptor, f"{event.project_id}:{event.conversation_id}"
+                                  if apis["box"] else None)
         knowledge = await knowledge_grants(binding, descriptor, event.project_id)
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
@@ -129,7 +130,7 @@ class Orchestrator:
         handle = LocalRunHandle(state)
         process.run_started(handle)
         try:
-            runner_input = await attachments.for_runner(event, run_id)
+            runner_input = await attachments.for_runner(event, run_id, apis["box"])
             payload = context.build_context(run_id=run_id, event=event, binding=binding,
                                             apis=apis, state=started.state, deadline_at=deadline,
                                             latest_cursor=started.latest_cursor,

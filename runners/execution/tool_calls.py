@@ -1,9 +1,12 @@
 """Calling a granted tool: an MCP server's through `runners.tools.mcp`, a plugin's through
-the process's gateway. Shared by LangBot's `call_tool` action and the built-in LLM agent."""
+the process's gateway, the box's in the run's conversation's workspace. Shared by LangBot's
+`call_tool` action and the built-in LLM agent."""
 
 import json
 import time
 
+from runners.box import services as box_services
+from runners.execution import box_tools
 from runners.models import McpServer, ToolDescriptor
 from runners.runtime.errors import RuntimeLinkError
 from runners.runtime.host_process import host_process
@@ -53,6 +56,15 @@ async def call(tool: dict, arguments: dict, timeout: float = TOOL_CALL_TIMEOUT) 
         except RuntimeLinkError as exc:
             raise ToolError(f"{row.pk}: {exc}") from None
         return result if isinstance(result, dict) else {"result": result}
+    if tool.get("source") == "box":
+        project_id, _, conversation_id = str(source_id).partition(":")
+        workspace = box_services.Workspace(project_id=project_id,
+                                           conversation_id=conversation_id)
+        try:
+            recorded, shown = await box_tools.call(workspace, name, arguments)
+        except box_tools.FAILURES as exc:
+            raise ToolError(str(exc)) from None
+        return {**recorded, "text": shown}
     raise ToolError(f"tool {name!r} has no source LangHost can call")
 
 

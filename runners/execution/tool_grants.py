@@ -9,7 +9,8 @@ A tool name is granted once, the first source wins: runners call tools by name.
 
 A plugin runner allowed to call tools also gets LangBot's event tool `event_reply` (source
 `event`), which answers into the run's conversation; the built-in agent answers with its own
-messages instead.
+messages instead. With the box granted, it also gets the box's tools (source `box`), on its
+conversation's workspace.
 
 A binding's resource policy may name the only tools its runs get (`allowed_tool_names`);
 `event_reply`, the run's own way to answer, is not a tool it can withhold.
@@ -23,6 +24,7 @@ import logging
 
 from django.db.models import Q
 
+from runners.execution import box_tools
 from runners.execution.protocol import AgentBinding
 from runners.models import McpServer, RunnerDescriptor, ToolDescriptor
 from runners.tools.errors import ToolError
@@ -59,11 +61,21 @@ async def _mcp_tools(names: list[str]) -> list[tuple[McpServer, dict]]:
     return found
 
 
-async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor) -> list[dict]:
+async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor,
+                      box_workspace: str | None = None) -> list[dict]:
+    """`box_workspace` (`<project id>:<conversation id>`, when the run has the box): a plugin
+    runner's tools include the box's (`exec`, `read_file`, `write_file`, `list_files`)."""
     wanted = [op for op in TOOL_OPERATIONS if op in ((descriptor.permissions or {}).get("tools")
                                                     or [])]
     grants: dict[str, dict] = {}
-    if "call" in wanted and descriptor.source == RunnerDescriptor.Source.PLUGIN:
+    plugin = descriptor.source == RunnerDescriptor.Source.PLUGIN
+    if "call" in wanted and plugin and box_workspace:
+        for tool in box_tools.DEFINITIONS:
+            grants[tool["name"]] = {
+                "tool_name": tool["name"], "tool_type": "box", "operations": wanted,
+                "description": tool["description"], "parameters": tool["parameters"],
+                "source": "box", "source_id": box_workspace}
+    if "call" in wanted and plugin:
         grants[EVENT_REPLY] = {
             "tool_name": EVENT_REPLY, "tool_type": "platform",
             "description": "Reply to the current event in its conversation.",

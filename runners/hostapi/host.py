@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
-from runners.hostapi import knowledge_api, model_api, run_api, tool_api, vector_api
+from runners.hostapi import box_api, knowledge_api, model_api, run_api, tool_api, vector_api
 from runners.models import PluginInstallation, PluginStorage
 from runners.runtime.host import HostActions, HostError
 from runners.runtime.identity import plugin_installation_uuid
@@ -93,6 +93,8 @@ class DjangoHost(HostActions):
             return await knowledge_api.handle(action, data, context)
         if action in vector_api.ACTIONS:
             return await vector_api.handle(action, data, context)
+        if action in box_api.ACTIONS:
+            return await box_api.handle(action, data, context)
         return await run_api.handle(action, data, context)
 
     async def read_file(self, action: str, data: dict, context: dict | None) -> tuple[bytes, str]:

@@ -24,6 +24,8 @@ API_FLAGS = {
     "event_get": "event_get", "event_page": "event_page",
     "run_get": "run_get", "run_list": "run_list", "run_events_page": "run_events_page",
     "run_cancel": "run_cancel", "steering_pull": "steering_pull", "get_prompt": "prompt_get",
+    **dict.fromkeys(("get_box_status", "list_boxes", "acquire_box", "bind_box",
+                     "import_box_attachments", "export_box_files"), "box"),
 }
 WRITES = {"state_set", "state_delete", "run_cancel", "steering_pull"}
 STATE_KEY_ALIASES = {"conversation_id": "external.conversation_id"}

@@ -1,0 +1,71 @@
+"""A plugin runner works in its conversation's sandbox box through the SDK (the real runtime,
+the SDK's box server): it acquires and binds the box, finds its message's file already in the
+workspace, imports it, reads it with the box's tools byte for byte, and exports a file it made
+as a conversation artifact. A run of a type without the box is refused the box actions."""
+
+import hashlib
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from ledger.models import Conversation
+from ledger.services import conversations
+from ledger.services.artifacts import artifacts
+from runners.box.server import box_server
+from runners.conversations import services as door
+from runners.conversations.input import Part
+from runners.models import AgentInstance, AgentType
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BOX_USER = "plugin:e2e/agent-runner-llm/box-user"
+NOTES = b"Tide at 7:15.\nFerry at 9:40.\n"
+
+
+async def message_with_a_file(user, project, box_enabled: bool) -> tuple[dict, str]:
+    """A message with a file to an agent of the box user's type, through the door the
+    messages endpoint uses (on this loop: the runtime's host actions need it free)."""
+    agent_type = await AgentType.objects.acreate(name="Boxer", slug="boxer", runner_id=BOX_USER,
+                                                 box_enabled=box_enabled)
+    agent = await AgentInstance.objects.acreate(name="Boxer", project=project,
+                                                agent_type=agent_type)
+    conversation = await sync_to_async(conversations.create)(
+        project_id=str(project.pk), agent_id=str(agent.pk), user_id=str(user.pk))
+    prepared = await sync_to_async(door.prepare_agent_run)(
+        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        parts=[Part(text="work on this"),
+               Part(data=NOTES, name="notes.txt", mime_type="text/plain")])
+    return await door.run_to_end(prepared), conversation.client_id
+
+
+async def test_a_plugin_runner_works_in_its_box_through_the_sdk(
+        llm_plugin_gateway, user, project):
+    answer, opened = await message_with_a_file(user, project, box_enabled=True)
+    try:
+        assert answer["status"] == "completed", answer
+        report = json.loads(answer["messages"][0]["data"]["message"]["content"])
+        assert report["status"]["enabled"] and report["status"]["available"]
+        assert report["outbox"] == "/workspace/outbox"
+        assert report["paths"] == ["/workspace/inbox/notes.txt"]  # there before the runner
+        (notes,) = report["imported"]
+        digest = hashlib.sha256(NOTES).hexdigest()
+        assert (notes["name"], notes["read_sha256"], notes["exec_sha256"]) == (
+            "notes.txt", digest, digest)
+        (made,) = report["exported"]
+        assert made["id"] == "artifact:made.txt"
+        conversation = await Conversation.objects.aget(client_id=opened)
+        saved = await sync_to_async(artifacts.load)(
+            conversation.project_id, conversation.user_id, conversation.conversation_id,
+            "made.txt")
+        assert saved.data == b"made by the box\n"
+    finally:
+        await box_server().stop()
+
+
+async def test_a_run_without_the_box_is_refused_its_actions(
+        llm_plugin_gateway, user, project):
+    answer, _ = await message_with_a_file(user, project, box_enabled=False)
+
+    assert answer["status"] == "failed"
+    assert "api.not_available" in answer["status_reason"]
