@@ -285,7 +285,8 @@ class Orchestrator:
         if type_ in ("message.completed", "run.completed") and isinstance(data.get("message"),
                                                                            dict):
             data["message"] = await reply_files.saved(data["message"],
-                                                      state.event.conversation_id, state.run_id)
+                                                      state.event.conversation_id, state.run_id,
+                                                      data.get("file_ids") or [])
         reply = data.get("message") if type_ == "message.completed" else None
         if type_ == "state.updated":
             state_write = await self._state_write(state, data)

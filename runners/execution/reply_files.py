@@ -3,7 +3,8 @@
 and the element becomes a `file_url` naming the artifact's download link
 (`/api/v1/projects/{project}/agents/{agent}/conversations/{conversation}/artifacts/{name}
 ?version=N`, read with the user's credentials), so the transcript keeps a link, not the
-bytes. A reply outside a conversation keeps its files inline.
+bytes. The files its `file_ids` name (`artifact:<name>`, as `export_box_files` answers) join
+the reply as links too. A reply outside a conversation keeps its files inline.
 """
 
 import base64
@@ -13,9 +14,10 @@ from urllib.parse import quote
 from asgiref.sync import sync_to_async
 
 from ledger.models import Conversation
-from ledger.services.artifacts import ArtifactError, artifacts
+from ledger.services.artifacts import ArtifactError, ArtifactNotFound, artifacts
 
 INLINE_TYPES = ("file_base64", "image_base64")
+ARTIFACT_REF = "artifact:"
 
 
 def _has_files(message: dict) -> bool:
@@ -24,11 +26,13 @@ def _has_files(message: dict) -> bool:
         isinstance(part, dict) and part.get("type") in INLINE_TYPES for part in content)
 
 
-async def saved(message: dict, conversation_id: str | None, run_id: str) -> dict:
-    """The reply with its inline files saved as artifacts and named by their links."""
-    if not conversation_id or not _has_files(message):
+async def saved(message: dict, conversation_id: str | None, run_id: str,
+                file_ids: list[str] = ()) -> dict:
+    """The reply with its inline files saved as artifacts, and the files `file_ids` name,
+    named by their links."""
+    if not conversation_id or not (_has_files(message) or file_ids):
         return message
-    return await sync_to_async(_saved)(message, conversation_id, run_id)
+    return await sync_to_async(_saved)(message, conversation_id, run_id, list(file_ids))
 
 
 def _decoded(part: dict) -> tuple[bytes, str]:
@@ -39,14 +43,17 @@ def _decoded(part: dict) -> tuple[bytes, str]:
     return base64.b64decode(encoded, validate=True), mime_type
 
 
-def _saved(message: dict, conversation_id: str, run_id: str) -> dict:
+def _saved(message: dict, conversation_id: str, run_id: str, file_ids: list[str]) -> dict:
     conversation = Conversation.objects.filter(conversation_id=conversation_id).first()
     if conversation is None:
         return message
     base = (f"/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
             f"conversations/{quote(conversation.client_id, safe='')}/artifacts")
+    given = message.get("content")
+    parts = given if isinstance(given, list) else (
+        [{"type": "text", "text": given}] if given else [])
     content = []
-    for index, part in enumerate(message["content"]):
+    for index, part in enumerate(parts):
         if not isinstance(part, dict) or part.get("type") not in INLINE_TYPES:
             content.append(part)
             continue
@@ -61,4 +68,14 @@ def _saved(message: dict, conversation_id: str, run_id: str) -> dict:
             continue
         content.append({"type": "file_url", "file_name": name,
                         "file_url": f"{base}/{quote(name, safe='')}?version={version}"})
+    for file_id in file_ids:
+        name = file_id.removeprefix(ARTIFACT_REF)
+        try:
+            info = artifacts.metadata(conversation.project_id, conversation.user_id,
+                                      conversation_id, name)
+        except (ArtifactNotFound, ArtifactError):
+            content.append({"type": "text", "text": f"[{file_id}: no such file]"})
+            continue
+        content.append({"type": "file_url", "file_name": name,
+                        "file_url": f"{base}/{quote(name, safe='')}?version={info.version}"})
     return {**message, "content": content}

@@ -1,7 +1,8 @@
 """A plugin runner works in its conversation's sandbox box through the SDK (the real runtime,
 the SDK's box server): it acquires and binds the box, finds its message's file already in the
 workspace, imports it, reads it with the box's tools byte for byte, and exports a file it made
-as a conversation artifact. A run of a type without the box is refused the box actions."""
+as a conversation artifact, linked from its reply. A run of a type without the box is refused
+the box actions."""
 
 import hashlib
 import json
@@ -44,7 +45,8 @@ async def test_a_plugin_runner_works_in_its_box_through_the_sdk(
     answer, opened = await message_with_a_file(user, project, box_enabled=True)
     try:
         assert answer["status"] == "completed", answer
-        report = json.loads(answer["messages"][0]["data"]["message"]["content"])
+        said, linked = answer["messages"][0]["data"]["message"]["content"]
+        report = json.loads(said["text"])
         assert report["status"]["enabled"] and report["status"]["available"]
         assert report["outbox"] == "/workspace/outbox"
         assert report["paths"] == ["/workspace/inbox/notes.txt"]  # there before the runner
@@ -59,6 +61,8 @@ async def test_a_plugin_runner_works_in_its_box_through_the_sdk(
             conversation.project_id, conversation.user_id, conversation.conversation_id,
             "made.txt")
         assert saved.data == b"made by the box\n"
+        assert linked["type"] == "file_url" and linked["file_name"] == "made.txt"
+        assert linked["file_url"].endswith(f"/conversations/{opened}/artifacts/made.txt?version=1")
     finally:
         await box_server().stop()
 
