@@ -9,9 +9,13 @@ from django.template.response import TemplateResponse
 
 from ledger.models import AgentRun
 from runners.admin.dashboard import dashboard_context
+from runners.box import server as box_server
+from runners.box import services as box_services
 from runners.conversations import selectors
 from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
 from runners.plugins.gateway import get_gateway
+
+WORKSPACES_SHOWN = 100
 
 
 async def _runtime_status() -> dict:
@@ -19,7 +23,8 @@ async def _runtime_status() -> dict:
 
 
 def runtime_status(request):
-    """Mode, state, uptime, plugins, runners and the last error of the runtime link."""
+    """Mode, state, uptime, plugins, runners and the last error of the runtime link; the
+    sandbox box server and the conversations' workspaces."""
     status = async_to_sync(_runtime_status)()
     uptime = status.get("uptime")
     context = {
@@ -29,6 +34,8 @@ def runtime_status(request):
         "uptime": time.strftime("%H:%M:%S", time.gmtime(uptime)) if uptime else "—",
         "installations": PluginInstallation.objects.order_by("author", "name"),
         "runners": RunnerDescriptor.objects.order_by("-available", "id"),
+        "box": box_server.status(),
+        "workspaces": box_services.workspaces()[:WORKSPACES_SHOWN],
     }
     return TemplateResponse(request, "admin/runners/runtime_status.html", context)
 

@@ -16,9 +16,10 @@ caller gets back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at mos
 """
 
 import hashlib
-import re
+import json
 import shlex
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from asgiref.sync import sync_to_async
@@ -31,11 +32,14 @@ from runners.box.server import BoxUnavailable, box_server
 MOUNT = "/workspace"
 INBOX = "inbox"
 ARTIFACT_REF = "artifact:"
-_SESSION = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class BoxError(ValueError):
     """A request the box refuses (a path out of the workspace, a file too large, ...)."""
+
+
+def workspaces_dir() -> Path:
+    return Path(settings.DATA_DIR) / "box" / "workspaces"
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,15 @@ class Workspace:
 
     @property
     def directory(self) -> Path:
-        return Path(settings.DATA_DIR) / "box" / "workspaces" / self.session_id
+        return workspaces_dir() / self.session_id
+
+    def ensure(self) -> Path:
+        """The workspace's directory, made (and its conversation noted beside it) if new."""
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            (workspaces_dir() / f"{self.session_id}.json").write_text(json.dumps(
+                {"project_id": self.project_id, "conversation_id": self.conversation_id}))
+        return self.directory
 
     def path(self, name: str) -> Path:
         """Where `name` (relative, or under /workspace) is; BoxError when out of it."""
@@ -104,7 +116,7 @@ async def execute(workspace: Workspace, command: str, timeout: int | None = None
     if not isinstance(command, str) or not command.strip():
         raise BoxError("a command is a non-empty string")
     limit = min(timeout or settings.LANGHOST_BOX_EXEC_SECONDS, settings.LANGHOST_BOX_EXEC_SECONDS)
-    await sync_to_async(workspace.directory.mkdir)(parents=True, exist_ok=True)
+    await sync_to_async(workspace.ensure)()
     memory_kb = settings.LANGHOST_BOX_MEMORY_MB * 1024
     spec = workspace.spec(f"ulimit -v {memory_kb} 2>/dev/null; {command}", limit)
     server = box_server()
@@ -134,6 +146,7 @@ def write_file(workspace: Workspace, name: str, data: bytes) -> Path:
     path = workspace.path(name)
     if path == workspace.directory.resolve():
         raise BoxError("a file needs a name")
+    workspace.ensure()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
@@ -188,3 +201,18 @@ def export_files(workspace: Workspace, scope: tuple[str, str, str], paths: list,
         items.append({"id": f"{ARTIFACT_REF}{name}", "name": name, "type": "file",
                       "size": len(data), "path": path, "version": version})
     return items
+
+
+def workspaces() -> list[dict]:
+    """Every conversation's workspace: its conversation, files, bytes and last change, newest
+    first (what the runtime page shows)."""
+    found = []
+    for note in workspaces_dir().glob("*.json") if workspaces_dir().is_dir() else []:
+        directory = note.with_suffix("")
+        files = [path for path in directory.rglob("*") if path.is_file()]
+        found.append({**json.loads(note.read_text()), "session_id": directory.name,
+                      "files": len(files), "bytes": sum(path.stat().st_size for path in files),
+                      "changed": datetime.fromtimestamp(max(
+                          [path.stat().st_mtime for path in files] or [note.stat().st_mtime]),
+                          tz=UTC)})
+    return sorted(found, key=lambda workspace: workspace["changed"], reverse=True)

@@ -53,11 +53,12 @@ def _answer(action: str, run: AgentRun, workspace: services.Workspace, data: dic
         reuse_key = data.get("reuse_key")
         if not isinstance(reuse_key, str) or not 1 <= len(reuse_key) <= 1024:
             raise services.BoxError("reuse_key is a string of 1 to 1024 characters")
-        workspace.directory.mkdir(parents=True, exist_ok=True)
+        workspace.ensure()
         return _box(workspace)
     if data.get("box_id", workspace.session_id) != workspace.session_id:
         raise services.BoxError(f"box {data.get('box_id')!r} is not this conversation's")
     if action == "bind_box":
+        workspace.ensure()
         workspace.path(OUTBOX).mkdir(parents=True, exist_ok=True)
         return {"box_id": workspace.session_id, "outbox": f"{services.MOUNT}/{OUTBOX}"}
     if action == "import_box_attachments":

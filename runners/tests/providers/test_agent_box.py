@@ -53,17 +53,20 @@ def tool_messages(openai_server) -> list[str]:
 
 
 async def test_the_agent_runs_a_command_in_its_box_and_answers_with_its_output(
-        boxed_agent, user, openai_server):
+        boxed_agent, user, openai_server, admin_browser):
     openai_server.script(calls(("exec", {"command": "python3 -c 'print(6*7)'"})),
                          Reply(text="It is 42."))
 
-    answer, _ = await ask(user, boxed_agent, "What is six times seven? Compute it.")
+    answer, conversation = await ask(user, boxed_agent, "What is six times seven? Compute it.")
 
     assert answer["status"] == "completed", answer
     offered = {tool["function"]["name"] for tool in openai_server.calls()[0].body["tools"]}
     assert {"exec", "read_file", "write_file", "list_files"} <= offered
     (result,) = tool_messages(openai_server)
     assert json.loads(result)["stdout"] == "42" and json.loads(result)["exit_code"] == 0
+    page = (await sync_to_async(admin_browser.get)("/admin/runtime/")).content.decode()
+    assert f"running (pid {box_server().process.pid})" in page
+    assert conversation.conversation_id in page and "isolates nothing" in page
 
 
 async def test_a_path_out_of_the_workspace_is_refused_and_files_stay_in_their_conversation(
