@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "ledger",
     "runners",
     "runners.knowledge",
+    "runners.skills",
 ]
 
 # Django's and django-csp's middleware, with their hooks run on the event loop rather than in

@@ -144,6 +144,7 @@ def owners_objects(user_client, project, agent, agent_type, member):
         "slug": agent_type.slug, "user_id": member.pk, "project_id": project.pk,
         "agent_id": agent.pk, "conversation_id": opened.json()["id"],
         "name": uploaded.json()["name"], "run_id": json.loads(read_body(started))["run_id"],
+        "skill_name": "tide-reader",
     }
 
 

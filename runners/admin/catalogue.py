@@ -24,6 +24,7 @@ from runners.models import (
 )
 from runners.plugins.gateway import apply_plugin_settings
 from runners.providers import lookup
+from runners.skills.models import Skill
 
 
 class KnowledgeBaseChoices(forms.ModelMultipleChoiceField):
@@ -39,12 +40,17 @@ class AgentTypeForm(forms.ModelForm):
         help_text="The knowledge bases its agents search; an agent is granted only those of "
                   "its own project.")
 
+    skills = forms.ModelMultipleChoiceField(
+        queryset=Skill.objects.order_by("name"), to_field_name="name", required=False,
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="The installed skills its agents may activate.")
+
     class Meta:
         model = AgentType
         fields = [
             "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
             "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "box_enabled", "is_active", "runner_id",
+            "knowledge_retrieval", "skills", "box_enabled", "is_active", "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",
         ]
@@ -69,6 +75,9 @@ class AgentTypeForm(forms.ModelForm):
             self.fields["runner_config"].help_text += (
                 f" Secrets set (not shown; kept unless given again, null clears): "
                 f"{', '.join(secrets)}.")
+
+    def clean_skills(self):
+        return [skill.name for skill in self.cleaned_data["skills"]]
 
     def clean_knowledge_retrieval(self):
         return self.cleaned_data["knowledge_retrieval"] or KnowledgeRetrieval.TOOL

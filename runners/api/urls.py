@@ -9,6 +9,7 @@ from runners.api.views import providers as provider_views
 from runners.api.views import runs as run_views
 from runners.api.views import tools as mcp_views
 from runners.knowledge.api import views as knowledge_views
+from runners.skills.api import views as skill_views
 
 router = OptionalSlashRouter()
 # Runs first: Django tries the patterns in order, and starting runs is the busiest route.
@@ -28,6 +29,7 @@ router.register("tools", tool_views.ToolViewSet, basename="tool")
 router.register("model-providers", provider_views.ModelProviderViewSet, basename="model-provider")
 router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
 router.register("mcp-servers", mcp_views.McpServerViewSet, basename="mcp-server")
+router.register("skills", skill_views.SkillViewSet, basename="skill")
 _PROJECT = f"projects/(?P<project_id>{UUID})"
 router.register(f"{_PROJECT}/knowledge-bases", knowledge_views.KnowledgeBaseViewSet,
                 basename="knowledge-base")

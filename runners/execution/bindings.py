@@ -58,6 +58,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "knowledge_bases": agent_type.knowledge_bases,
         "knowledge_retrieval": agent_type.knowledge_retrieval,
         "box": agent_type.box_enabled,
+        "skills": agent_type.skills,
         "expertise": agent_type.expertise,
     }
 

@@ -79,7 +79,7 @@ def available_apis(event: AgentEventEnvelope, binding: AgentBinding,
 def authorization_snapshot(event: AgentEventEnvelope, binding: AgentBinding,
                            descriptor: RunnerDescriptor, apis: dict, scopes: dict,
                            grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
-                           knowledge: list[dict] = ()) -> dict:
+                           knowledge: list[dict] = (), skills: list[dict] = ()) -> dict:
     """What in-run API calls are checked against, persisted on the run row."""
     return {
         "runner_id": descriptor.id,
@@ -93,7 +93,7 @@ def authorization_snapshot(event: AgentEventEnvelope, binding: AgentBinding,
         "project_id": event.project_id or "",
         "prompt": binding.runner_config.get("prompt") or "",
         "resources": {"models": grants.models, "tools": list(tools),
-                      "knowledge_bases": list(knowledge)},
+                      "knowledge_bases": list(knowledge), "skills": list(skills)},
     }
 
 
@@ -101,7 +101,8 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
                   apis: dict, state: dict, deadline_at: float | None,
                   latest_cursor: str | None = None,
                   grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
-                  knowledge: list[dict] = (), runner_input: dict | None = None) -> dict:
+                  knowledge: list[dict] = (), skills: list[dict] = (),
+                  runner_input: dict | None = None) -> dict:
     conversation = None
     if event.conversation_id:
         conversation = {
@@ -132,6 +133,7 @@ def build_context(*, run_id: str, event: AgentEventEnvelope, binding: AgentBindi
             "models": grants.models,
             "tools": list(tools),
             "knowledge_bases": list(knowledge),
+            "skills": list(skills),
             "storage": {"plugin_storage": apis["storage"], "workspace_storage": False},
         },
         "context": {

@@ -141,7 +141,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
                     agent_name: str, owner_id: str,
                     grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
-                    knowledge: list[dict] = ()) -> ledger.StartedRun:
+                    knowledge: list[dict] = (), skills: list[dict] = ()) -> ledger.StartedRun:
     """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`
     and, for a runner that may page the history, its latest cursor.
 
@@ -157,7 +157,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "thread_id": event.thread_id or "", "project_id": event.project_id or "",
             "deadline_at": deadline_at,
             "authorization_json": context.authorization_snapshot(
-                event, binding, descriptor, apis, scopes, grants, tools, knowledge),
+                event, binding, descriptor, apis, scopes, grants, tools, knowledge, skills),
             # The input itself is the event log's (`event_id`): not copied here.
             "metadata_json": {"event_type": event.event_type, "source": event.source,
                               "agent_name": agent_name},

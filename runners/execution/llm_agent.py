@@ -19,7 +19,9 @@ as `tool` messages until it answers with text, at most MAX_TOOL_STEPS rounds.
 With knowledge bases granted, the model searches them (`knowledge_search.py`: a
 `search_knowledge` tool, or a search before each answer) and the reply cites what it was
 shown. The conversation's files reach it too (`conversation_files.py`): the user's images as
-image parts for a vision model, any file's text through `load_artifact`.
+image parts for a vision model, any file's text through `load_artifact`. With the box
+enabled it works in its conversation's workspace (`box_tools.py`), and it activates its
+granted skills (`skill_tools.py`).
 """
 
 import functools
@@ -38,7 +40,7 @@ from runners.catalogue.agent_routing import (
     transfer_targets,
 )
 from runners.catalogue.trees import build_tree
-from runners.execution import box_tools, tool_calls
+from runners.execution import box_tools, skill_tools, tool_calls
 from runners.execution.bindings import agent_runner_config
 from runners.execution.conversation_files import (
     LOAD_TOOL,
@@ -52,6 +54,7 @@ from runners.execution.knowledge_search import (
     KnowledgeSearch,
     SearchError,
 )
+from runners.execution.skill_tools import ACTIVATE_TOOL, Skills
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
 from runners.providers import tokens
 from runners.providers.calls import CallInfo
@@ -227,6 +230,9 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     workspace = box_tools.workspace_of(context)
     if workspace is not None:
         offered += [tool for tool in box_tools.DEFINITIONS if tool["name"] not in granted]
+    skills = await Skills.for_run(context, workspace)
+    if skills is not None and ACTIVATE_TOOL not in granted:
+        offered.append(skills.tool())
     try:
         turn = await _turn(config)
         history = await _history(conversation_id, (context.get("input") or {}).get("text") or "",
@@ -246,8 +252,9 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
             params = dict(turn.config.get("model_params") or {})
             window = turn.models[0].context_window
             reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
-            messages = trimmed([{"role": "system", "content": system_prompt(turn.config) + found}],
-                               history, window, min(reserve, window // 2))
+            system = system_prompt(turn.config) + found + (skills.instructions() if skills else "")
+            messages = trimmed([{"role": "system", "content": system}], history, window,
+                               min(reserve, window // 2))
             tools = [*offered, *([transfer_tool(turn.targets)] if turn.targets else [])]
             async for event in stream_with_fallback(turn.models, messages, tools=tools,
                                                     params=params, call=call):
@@ -309,6 +316,9 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                     items = _host_call(result, name, call_id, args,
                                        functools.partial(box_tools.call, workspace, name),
                                        box_tools.FAILURES)
+                elif name == ACTIVATE_TOOL and skills is not None:
+                    items = _host_call(result, name, call_id, args, skills.activate,
+                                       skill_tools.FAILURES)
                 else:
                     items = _tool_call(result, granted, call_id, entry, call.deadline)
                 async for item in items:
@@ -316,6 +326,9 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                         history.append(item)
                     else:
                         yield item
+            if skills is not None and skills.changed:  # kept for the conversation's next run
+                skills.changed = False
+                yield result("state.updated", skills.state())
         message = {"role": "assistant", "content": text}
         if knowledge is not None and knowledge.citations:
             message["provider_specific_fields"] = {"citations": knowledge.citations}

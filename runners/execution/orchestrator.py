@@ -44,6 +44,7 @@ from runners.models import RunnerDescriptor
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
+from runners.skills.grants import skill_grants
 
 logger = logging.getLogger(__name__)
 
@@ -111,13 +112,14 @@ class Orchestrator:
         tools = await tool_grants(binding, descriptor, f"{event.project_id}:{event.conversation_id}"
                                   if apis["box"] else None)
         knowledge = await knowledge_grants(binding, descriptor, event.project_id)
+        skills = await skill_grants(binding)
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
         try:
             started = await journal.start_run(run_id, event, binding, descriptor, apis, scopes,
                                               deadline, agent_name, process.owner_id, models,
-                                              tools, knowledge)
+                                              tools, knowledge, skills)
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
@@ -135,6 +137,7 @@ class Orchestrator:
                                             apis=apis, state=started.state, deadline_at=deadline,
                                             latest_cursor=started.latest_cursor,
                                             grants=models, tools=tools, knowledge=knowledge,
+                                            skills=skills,
                                             runner_input=runner_input)
             async for message in self._stream(state, payload, handle):
                 yield message

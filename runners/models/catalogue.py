@@ -61,6 +61,9 @@ class AgentType(models.Model):
         max_length=16, choices=KnowledgeRetrieval.choices, default=KnowledgeRetrieval.TOOL,
         help_text="How the built-in LLM agent uses its knowledge bases: a search_knowledge tool "
                   "the model calls, or a search with each message before the model answers.")
+    skills = models.JSONField(
+        default=list, blank=True,
+        help_text="Names of the installed skills its agents may activate, as a JSON list.")
     box_enabled = models.BooleanField(
         default=False, verbose_name="sandbox box",
         help_text="Its agents work in their conversation's sandbox box: the built-in LLM agent "

@@ -17,6 +17,7 @@ from runners.models import (
     SubAgent,
 )
 from runners.providers.lookup import model_names, unknown_models
+from runners.skills.models import Skill
 
 
 class StringListField(serializers.ListField):
@@ -46,6 +47,9 @@ class AgentTypeSerializer(serializers.ModelSerializer):
     fallback_models = StringListField(required=False, max_length=20)
     model_params = serializers.DictField(required=False)
     mcp_servers = serializers.ListField(required=False, max_length=50)
+    skills = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, max_length=50,
+        help_text="Names of installed skills (`GET /skills`) its agents may activate.")
     knowledge_bases = serializers.ListField(
         child=serializers.UUIDField(), required=False, max_length=50,
         help_text="Ids of knowledge bases (`GET /projects/{id}/knowledge-bases`) its agents "
@@ -72,7 +76,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "box_enabled", "is_active",
+            "knowledge_retrieval", "skills", "box_enabled", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
@@ -123,6 +127,14 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 f"Unknown knowledge base id(s): {', '.join(unknown)}.")
         return ids
+
+    def validate_skills(self, value):
+        names = list(dict.fromkeys(value))
+        known = set(Skill.objects.filter(name__in=names).values_list("name", flat=True))
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise serializers.ValidationError(f"Unknown skill(s): {', '.join(unknown)}.")
+        return names
 
     def validate_sub_agents(self, value):
         if len(set(value)) != len(value):
