@@ -356,7 +356,10 @@ def test_b1_runner_input_carries_the_artifact_reference(send, agent, builtin, us
     assert attachment["ref"] == f"artifact:{name}"
     assert (attachment["name"], attachment["mime_type"], attachment["size"]) == \
         ("r.txt", "text/plain", 6)
-    assert read_body(user_client.get(attachment["url"])) == b"report"
+    # The runner's copy: inline, and a link signed for its run, which ended with it.
+    assert attachment["content"] == f"data:text/plain;base64,{b64(b'report')}"
+    assert f"/runs/{body['run_id']}/attachments/" in attachment["url"]
+    assert user_client.get(attachment["url"]).status_code == 410
 
 
 def test_b2_with_the_flag_off_the_blob_stays_inline(send, agent, conversation):
