@@ -162,6 +162,13 @@ def box_server() -> BoxServer:
     return server
 
 
+async def stop_box_server() -> None:
+    """Stop this event loop's box server, if it started one (LangHost is stopping)."""
+    server = _servers.pop(asyncio.get_running_loop(), None)
+    if server is not None:
+        await server.stop()
+
+
 def status() -> dict:
     """What the runtime page shows: each box server of this process."""
     servers = [server.status() for server in _servers.values()]

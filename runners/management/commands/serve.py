@@ -71,6 +71,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from twisted.internet import reactor
 
     from langhost.asgi import application
+    from runners.box.server import stop_box_server
     from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
@@ -106,6 +107,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
         except Exception:  # the database away, say: the runs' leases end them later
             logger.exception("ending the runs in flight failed; stopping anyway")
         finally:
+            await stop_box_server()
             server.stop()
 
     def on_signal(signum, frame) -> None:
