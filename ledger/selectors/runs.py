@@ -56,6 +56,11 @@ def active_runs_of_conversation(*, runner_id: str, binding_id: str, conversation
     ).order_by("id").values_list("run_id", flat=True))
 
 
+async def run_status(run_id: str) -> str | None:
+    """The run's status, or None while it has no row (not started, or never)."""
+    return await AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
+
+
 @sync_to_async
 def cancel_requests(run_ids: list[str]) -> dict[str, str]:
     """Of `run_ids`, the runs flagged for cancellation, with the reason the flag set."""

@@ -14,13 +14,29 @@ from rest_framework import status
 from ledger import wire
 from ledger.wire import ndjson
 from runners.api.serializers.conversations import MessageOutcomeSerializer
-from runners.api.serializers.runs import RunOutcomeSerializer
+from runners.api.serializers.runs import BackgroundRunSerializer, RunOutcomeSerializer
 from runners.conversations import services as door
 from runners.execution.orchestrator import RunRefused
 
 
 def wants_stream(request) -> bool:
     return request.query_params.get("stream") in {"1", "true", "yes"}
+
+
+def wants_background(request) -> bool:
+    return request.query_params.get("background") in {"1", "true", "yes"}
+
+
+async def background_response(prepared: door.PreparedRun) -> HttpResponse:
+    """202 with the run started apart from the request (`door.start_in_background`); 503
+    with a `run.refused` frame if it could not start."""
+    try:
+        started = await door.start_in_background(prepared)
+    except RunRefused as exc:
+        return HttpResponse(wire.dumps(refused_frame(exc)), content_type="application/json",
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    return HttpResponse(wire.dumps(_BACKGROUND.to_representation(started)),
+                        content_type="application/json", status=status.HTTP_202_ACCEPTED)
 
 
 async def response(body, stream: bool, prepared: door.PreparedRun):
@@ -41,6 +57,7 @@ async def response(body, stream: bool, prepared: door.PreparedRun):
 # read.
 _RUN_OUTCOME = RunOutcomeSerializer()
 _MESSAGE_OUTCOME = MessageOutcomeSerializer()
+_BACKGROUND = BackgroundRunSerializer()
 
 
 def run_outcome(outcome: dict) -> dict:

@@ -16,6 +16,7 @@ caller used is a different event, and a conversation id names only the caller's 
 conversation with that agent.
 """
 
+import asyncio
 import fnmatch
 import hashlib
 import logging
@@ -513,4 +514,39 @@ async def run_to_end(prepared: PreparedRun) -> dict:
     """Run and collect: the outcome with every delivered message."""
     messages = [message.as_dict() async for message in execute(prepared, wait_durable=False)]
     return await outcome(prepared, messages)
+
+
+# Background runs, referenced until they end (the loop keeps only weak references to tasks).
+_background: set[asyncio.Task] = set()
+# How long a background start waits for its run's row (looked for at this pace) before it
+# answers with the run queued.
+BACKGROUND_START_SECONDS = 30.0
+BACKGROUND_POLL_SECONDS = 0.02
+
+
+async def start_in_background(prepared: PreparedRun) -> dict:
+    """Start the run on this process's loop, apart from the request: it goes on when the
+    caller leaves, and ends in the ledger as any run does (a shutdown cancels it as it does
+    the others). Returns once its row exists, with `{run_id, status, conversation_id,
+    event_id}`; the outcome of a run that ended already (a replayed event, a message
+    absorbed by steering). Raises RunRefused if the run cannot start."""
+    task = asyncio.create_task(run_to_end(prepared))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    give_up = asyncio.get_running_loop().time() + BACKGROUND_START_SECONDS
+    while not task.done():
+        status = await run_selectors.run_status(prepared.run_id)
+        if status is not None:
+            return prepared.public({"run_id": prepared.run_id, "status": status,
+                                    "conversation_id": prepared.event.conversation_id,
+                                    "event_id": prepared.event.event_id})
+        if asyncio.get_running_loop().time() > give_up:
+            break
+        await asyncio.sleep(BACKGROUND_POLL_SECONDS)
+    if task.done():
+        return task.result()  # the refusal, if it was refused
+    # Slow to start (a runtime restarting): it goes on; the caller follows its id.
+    return prepared.public({"run_id": prepared.run_id, "status": "queued",
+                            "conversation_id": prepared.event.conversation_id,
+                            "event_id": prepared.event.event_id})
 

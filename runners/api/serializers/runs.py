@@ -113,6 +113,17 @@ class RunMessageSerializer(serializers.Serializer):
     usage = serializers.JSONField(allow_null=True)
 
 
+class BackgroundRunSerializer(serializers.Serializer):
+    """A run started in the background (`?background=1`): its id and status as it started
+    (`running`, `queued`, or how it ended if it ended at once). Follow it with
+    `GET /runs/{run_id}?wait=N` or `ws/runs/{run_id}/`."""
+
+    run_id = serializers.CharField(allow_null=True)
+    status = serializers.CharField(allow_null=True)
+    conversation_id = serializers.CharField(allow_null=True, required=False)
+    event_id = serializers.CharField(required=False)
+
+
 class RunOutcomeSerializer(serializers.Serializer):
     """How a run ended. Only the keys the outcome has are shown: a run that never started has
     no runner, and a streamed outcome has no `messages` (they were streamed)."""

@@ -65,6 +65,7 @@ from runners.api.serializers.conversations import (
     MessageSerializer,
     UpdateConversationSerializer,
 )
+from runners.api.serializers.runs import BackgroundRunSerializer
 from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import AgentInstance
@@ -269,8 +270,14 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=MessageSerializer, parameters=[
-        OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")],
+        OpenApiParameter("stream", bool, description="NDJSON frames as results arrive"),
+        OpenApiParameter("background", bool, description=(
+            "Start the run apart from the request and answer 202 at once: it goes on when "
+            "the client leaves."))],
         responses={
+            (202, "application/json"): OpenApiResponse(BackgroundRunSerializer, description=(
+                "With `?background=1`: the run started (503 with `run.refused` if it could "
+                "not).")),
             (201, "application/json"): OpenApiResponse(MESSAGE_RESULT, description=(
                 "JSON: once the run has ended, the answering agent, its reply and the run's "
                 "outcome. NDJSON (`?stream=1`): one frame per line, `run.started`, the run's "
@@ -286,6 +293,8 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
             door.Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
             parts=message_parts(request.data), artifact_url=f"{base}/artifacts")
+        if streaming.wants_background(request):
+            return await streaming.background_response(prepared)
         stream = streaming.wants_stream(request)
         return await streaming.response(streaming.message_body(prepared, stream), stream,
                                         prepared)

@@ -4,6 +4,8 @@ Starting a run asks the one door (`runners.conversations.services`; an agent's r
 hop, a runner's on the loop), then runs it on the loop (`runners.api.streaming`).
 """
 
+import asyncio
+
 from asgiref.sync import sync_to_async
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -26,6 +28,7 @@ from runners.api.files import file_response
 from runners.api.serializers.runs import (
     RUN_RESULT,
     RUN_STREAM_FRAME,
+    BackgroundRunSerializer,
     RunEventSerializer,
     RunnerSerializer,
     RunRequestSerializer,
@@ -38,6 +41,10 @@ from runners.execution.orchestrator import Orchestrator
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 from runners.runtime.errors import RuntimeLinkError
+
+# `GET /runs/{id}?wait=N`: the longest wait, and how often the run is looked at meanwhile.
+MAX_WAIT_SECONDS = 60
+WAIT_POLL_SECONDS = 0.1
 
 
 class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -66,8 +73,14 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
 
     @extend_schema(
         request=RunRequestSerializer,
-        parameters=[OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")],
+        parameters=[OpenApiParameter("stream", bool, description="NDJSON frames as results arrive"),
+                    OpenApiParameter("background", bool, description=(
+                        "Start the run apart from the request and answer 202 at once: it "
+                        "goes on when the client leaves (a foreground run is cancelled)."))],
         responses={
+            (202, "application/json"): OpenApiResponse(BackgroundRunSerializer, description=(
+                "With `?background=1`: the run started (503 with `run.refused` if it could "
+                "not). Follow it with `GET /runs/{run_id}?wait=N` or `ws/runs/{run_id}/`.")),
             (201, "application/json"): OpenApiResponse(RUN_RESULT, description=(
                 "JSON: once the run has ended, its outcome with every message. NDJSON "
                 "(`?stream=1`): one frame per line, `run.started`, the run's messages as they "
@@ -80,8 +93,30 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         serializer = RunRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         prepared = await prepare(door.Caller(request.user), serializer.validated_data)
+        if streaming.wants_background(request):
+            return await streaming.background_response(prepared)
         stream = streaming.wants_stream(request)
         return await streaming.response(streaming.run_body(prepared, stream), stream, prepared)
+
+    @extend_schema(parameters=[OpenApiParameter("wait", float, description=(
+        f"Seconds (at most {MAX_WAIT_SECONDS}) to wait for the run to end before answering "
+        "it as it is then."))])
+    async def retrieve(self, request, *args, **kwargs):
+        """A run; with `?wait=N`, once it has ended or N seconds have passed."""
+        raw = request.query_params.get("wait", "0")
+        try:
+            wait = float(raw)
+        except ValueError:
+            raise BadInput("wait must be a number of seconds.", field="wait") from None
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise BadInput(f"wait must be 0 to {MAX_WAIT_SECONDS} seconds.", field="wait")
+        run = await sync_to_async(self.get_object)()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        while not run.is_terminal and loop.time() < until:
+            await asyncio.sleep(min(WAIT_POLL_SECONDS, max(until - loop.time(), 0)))
+            await run.arefresh_from_db()
+        return Response(RunSerializer(run).data)
 
     @extend_schema(responses=RunEventSerializer(many=True),
                    parameters=[OpenApiParameter("after_sequence", int)])
