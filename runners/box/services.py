@@ -15,8 +15,10 @@ caller gets back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at mos
 `LANGHOST_BOX_FILE_BYTES`.
 """
 
+import functools
 import hashlib
 import json
+import logging
 import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,8 +28,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from langbot_plugin.box.models import BoxSpec
 
-from ledger.services.artifacts import ArtifactNotFound, artifacts
+from ledger.services.artifacts import ArtifactNotFound, artifacts, max_bytes
 from runners.box.server import BoxUnavailable, box_server
+
+logger = logging.getLogger(__name__)
 
 MOUNT = "/workspace"
 INBOX = "inbox"
@@ -131,20 +135,37 @@ async def execute(workspace: Workspace, command: str, timeout: int | None = None
                     timed_out, result.duration_ms)
 
 
-def read_file(workspace: Workspace, name: str) -> bytes:
+def _os_errors_said(function):
+    """The filesystem's refusals (a file where a directory is asked for, a name too long,
+    no permission) as BoxErrors: what the caller reads, not a crash."""
+    @functools.wraps(function)
+    def said(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except OSError as exc:
+            raise BoxError(f"{exc.strerror or type(exc).__name__}: "
+                           f"{exc.filename or ''}".rstrip(": ")) from None
+    return said
+
+
+@_os_errors_said
+def read_file(workspace: Workspace, name: str, limit: int | None = None) -> bytes:
+    limit = limit or settings.LANGHOST_BOX_FILE_BYTES
     path = workspace.path(name)
     if not path.is_file():
         raise BoxError(f"{name} is not a file of the workspace")
-    if path.stat().st_size > settings.LANGHOST_BOX_FILE_BYTES:
-        raise BoxError(f"{name} is over {settings.LANGHOST_BOX_FILE_BYTES} bytes")
+    if path.stat().st_size > limit:
+        raise BoxError(f"{name} is over {limit} bytes")
     return path.read_bytes()
 
 
-def write_file(workspace: Workspace, name: str, data: bytes) -> Path:
-    if len(data) > settings.LANGHOST_BOX_FILE_BYTES:
-        raise BoxError(f"a file is at most {settings.LANGHOST_BOX_FILE_BYTES} bytes")
+@_os_errors_said
+def write_file(workspace: Workspace, name: str, data: bytes, limit: int | None = None) -> Path:
+    limit = limit or settings.LANGHOST_BOX_FILE_BYTES
+    if len(data) > limit:
+        raise BoxError(f"a file is at most {limit} bytes")
     path = workspace.path(name)
-    if path == workspace.directory.resolve():
+    if path == workspace.directory.resolve() or path.name in ("", ".", ".."):
         raise BoxError("a file needs a name")
     workspace.ensure()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +173,7 @@ def write_file(workspace: Workspace, name: str, data: bytes) -> Path:
     return path
 
 
+@_os_errors_said
 def list_files(workspace: Workspace, name: str = MOUNT, limit: int = 500) -> list[dict]:
     """The files and directories under `name` (its whole tree, at most `limit`)."""
     root = workspace.path(name)
@@ -171,18 +193,27 @@ def list_files(workspace: Workspace, name: str = MOUNT, limit: int = 500) -> lis
 def import_attachments(workspace: Workspace, scope: tuple[str, str, str],
                        attachments: list[dict], wanted: list | None = None) -> list[dict]:
     """A message's saved files (`attachments`, those whose `ref` is in `wanted` if given)
-    copied into the workspace's inbox, as BoxFiles `{id, name, type, size, path}`."""
-    items = []
+    copied into the workspace's inbox, as BoxFiles `{id, name, type, size, path}`. Two files
+    of one name keep both (the second as `<n>-<name>`); a file that cannot be copied is left
+    out, and the log says why."""
+    items, taken = [], set()
     for attachment in attachments:
         ref = attachment.get("ref") or ""
         if not ref.startswith(ARTIFACT_REF) or (wanted is not None and ref not in wanted):
             continue
+        given = (attachment.get("name") or ref[len(ARTIFACT_REF):]).replace("/", "_")
+        given = given.lstrip(".") or ref[len(ARTIFACT_REF):]
+        name, copy = given, 1
+        while name in taken:
+            copy += 1
+            name = f"{copy}-{given}"
         try:
             loaded = artifacts.load(*scope, ref[len(ARTIFACT_REF):])
-        except ArtifactNotFound:
+            path = write_file(workspace, f"{INBOX}/{name}", loaded.data, limit=max_bytes())
+        except (ArtifactNotFound, BoxError) as exc:
+            logger.warning("attachment %s not copied into the box: %s", ref, exc)
             continue
-        name = (attachment.get("name") or ref[len(ARTIFACT_REF):]).replace("/", "_")
-        path = write_file(workspace, f"{INBOX}/{name}", loaded.data)
+        taken.add(name)
         items.append({"id": ref, "name": name, "type": attachment.get("type") or "file",
                       "size": path.stat().st_size, "path": f"{MOUNT}/{INBOX}/{name}"})
     return items
@@ -194,7 +225,7 @@ def export_files(workspace: Workspace, scope: tuple[str, str, str], paths: list,
     `artifact:<name>`, and the `version` saved)."""
     items = []
     for path in paths:
-        data = read_file(workspace, path)
+        data = read_file(workspace, path, limit=max_bytes())
         name = workspace.path(path).name
         version = artifacts.save(*scope, name, data=data,
                                  custom_metadata={"file_name": name, "run_id": run_id})

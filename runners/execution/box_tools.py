@@ -5,6 +5,7 @@ workspace, a command past its time, a box server that died) is the tool's answer
 model to read, not the run's end.
 """
 
+import base64
 import json
 
 from asgiref.sync import sync_to_async
@@ -22,7 +23,8 @@ DEFINITIONS = [
          "command": {"type": "string"},
          "timeout": {"type": "integer", "minimum": 1, "description": "Seconds, at most the "
                                                                     "box's limit."}}}},
-    {"name": READ, "description": "Read a text file of your workspace.",
+    {"name": READ, "description": "Read a file of your workspace (text as it is, anything "
+                                  "else as base64).",
      "parameters": {"type": "object", "required": ["path"], "properties": {"path": _PATH}}},
     {"name": WRITE, "description": "Write a text file in your workspace (made or replaced).",
      "parameters": {"type": "object", "required": ["path", "content"], "properties": {
@@ -52,8 +54,12 @@ async def call(workspace: services.Workspace, name: str, args: dict) -> tuple[di
         return done.as_dict(), shown
     if name == READ:
         data = await sync_to_async(services.read_file)(workspace, args.get("path"))
-        text = data.decode(errors="replace")
-        return {"path": args.get("path"), "size": len(data)}, text
+        try:
+            return {"path": args.get("path"), "size": len(data)}, data.decode()
+        except UnicodeDecodeError:  # not text: whole, as base64
+            encoded = base64.b64encode(data).decode()
+            return ({"path": args.get("path"), "size": len(data), "content_base64": encoded},
+                    f"(binary, {len(data)} bytes, base64) {encoded}")
     if name == WRITE:
         content = args.get("content")
         if not isinstance(content, str):

@@ -27,7 +27,10 @@ API_FLAGS = {
     **dict.fromkeys(("get_box_status", "list_boxes", "acquire_box", "bind_box",
                      "import_box_attachments", "export_box_files"), "box"),
 }
-WRITES = {"state_set", "state_delete", "run_cancel", "steering_pull"}
+# What only an active run may do: write, and work in its box.
+ACTIVE_RUN_ONLY = {"state_set", "state_delete", "run_cancel", "steering_pull", "get_box_status",
+                   "list_boxes", "acquire_box", "bind_box", "import_box_attachments",
+                   "export_box_files"}
 STATE_KEY_ALIASES = {"conversation_id": "external.conversation_id"}
 
 
@@ -63,7 +66,7 @@ async def authorize(action: str, data: dict, context: dict | None) -> tuple[Agen
     flag = API_FLAGS.get(action)  # none for model calls: the run's model grants decide them
     if flag and not (auth.get("available_apis") or {}).get(flag):
         raise HostError("api.not_available", f"{action} is not available for this run")
-    if action in WRITES and run.status != RunStatus.RUNNING:
+    if action in ACTIVE_RUN_ONLY and run.status != RunStatus.RUNNING:
         raise HostError("run.not_active", f"run {run_id} is {run.status}; {action} needs an active run")
     return run, auth
 

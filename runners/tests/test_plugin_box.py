@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BOX_USER = "plugin:e2e/agent-runner-llm/box-user"
 NOTES = b"Tide at 7:15.\nFerry at 9:40.\n"
+OTHER = b"Another file of the same name.\n"
 
 
 async def message_with_a_file(user, project, box_enabled: bool) -> tuple[dict, str]:
@@ -36,7 +37,8 @@ async def message_with_a_file(user, project, box_enabled: bool) -> tuple[dict, s
     prepared = await sync_to_async(door.prepare_agent_run)(
         door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
         parts=[Part(text="work on this"),
-               Part(data=NOTES, name="notes.txt", mime_type="text/plain")])
+               Part(data=NOTES, name="notes.txt", mime_type="text/plain"),
+               Part(data=OTHER, name="notes.txt", mime_type="text/plain")])
     return await door.run_to_end(prepared), conversation.client_id
 
 
@@ -49,11 +51,13 @@ async def test_a_plugin_runner_works_in_its_box_through_the_sdk(
         report = json.loads(said["text"])
         assert report["status"]["enabled"] and report["status"]["available"]
         assert report["outbox"] == "/workspace/outbox"
-        assert report["paths"] == ["/workspace/inbox/notes.txt"]  # there before the runner
-        (notes,) = report["imported"]
-        digest = hashlib.sha256(NOTES).hexdigest()
+        # There before the runner: both, though they share a name.
+        assert report["paths"] == ["/workspace/inbox/notes.txt", "/workspace/inbox/2-notes.txt"]
+        notes, other = report["imported"]
+        digest, other_digest = hashlib.sha256(NOTES).hexdigest(), hashlib.sha256(OTHER).hexdigest()
         assert (notes["name"], notes["read_sha256"], notes["exec_sha256"]) == (
             "notes.txt", digest, digest)
+        assert (other["name"], other["read_sha256"]) == ("2-notes.txt", other_digest)
         (made,) = report["exported"]
         assert made["id"] == "artifact:made.txt"
         conversation = await Conversation.objects.aget(client_id=opened)

@@ -88,6 +88,23 @@ async def test_a_path_out_of_the_workspace_is_refused_and_files_stay_in_their_co
     assert tool_messages(openai_server) == ["[]"]
 
 
+async def test_what_the_filesystem_refuses_is_the_models_to_read_not_the_runs_end(
+        boxed_agent, user, openai_server):
+    openai_server.script(
+        calls(("write_file", {"path": "notes.txt", "content": "x"}),
+              ("write_file", {"path": "notes.txt/inner.txt", "content": "y"}),
+              ("exec", {"command": "printf '\\377\\376' > blob.bin"}),
+              ("read_file", {"path": "blob.bin"})),
+        Reply(text="Done."))
+
+    answer, _ = await ask(user, boxed_agent, "Write and read.")
+
+    assert answer["status"] == "completed", answer
+    written, nested, _, blob = tool_messages(openai_server)
+    assert written == "Written." and nested.startswith("Error: ")
+    assert blob == "(binary, 2 bytes, base64) //4="
+
+
 async def test_a_command_past_its_time_is_cut_off_and_the_model_is_told(
         boxed_agent, user, openai_server, settings):
     settings.LANGHOST_BOX_EXEC_SECONDS = 1
