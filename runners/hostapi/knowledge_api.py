@@ -2,9 +2,9 @@
 
 `list_knowledge_bases` / `list_pipeline_knowledge_bases` -> `{"knowledge_bases": [{uuid, name,
 type}]}` (the run's granted ones); `retrieve_knowledge_base` / `retrieve_knowledge`
-`{kb_id, query_text, top_k}` -> `{"results": [RetrievalResultEntry]}`: `{id, content: [text
-element], metadata: {document_id, document_name, storage_path, chunk, page?}, distance,
-score}`, nearest first; `document_file` reads a granted document by its `storage_path` for
+`{kb_id, query_text, top_k, filters?}` -> `{"results": [RetrievalResultEntry]}`: `{id, content:
+[text element], metadata: {document_id, document_name, storage_path, chunk, page?}, distance,
+score}`, best first (`filters`: on that metadata, MongoDB-style as for vectors); `document_file` reads a granted document by its `storage_path` for
 `get_knowledge_file_stream` and `invoke_parser`. A base not granted to the run for the operation is refused `kb.not_granted` here, by
 the host, whatever the plugin's SDK checked.
 
@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from ledger.models import AgentRun, RunStatus
-from runners.knowledge import services
+from runners.knowledge import collections, services
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
 from runners.providers import load_calls
 from runners.providers.errors import ProviderError
@@ -31,6 +31,8 @@ LIST_ACTIONS = frozenset({"list_knowledge_bases", "list_pipeline_knowledge_bases
 RETRIEVE_ACTIONS = frozenset({"retrieve_knowledge_base", "retrieve_knowledge"})
 ACTIONS = LIST_ACTIONS | RETRIEVE_ACTIONS
 MAX_TOP_K = 50
+# A filtered retrieval looks at this many times its top k before filtering.
+FILTER_POOL = 4
 
 
 def _granted(auth: dict, operation: str) -> list[dict]:
@@ -85,6 +87,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     run, auth = await _authorize(action, data)
     if action in LIST_ACTIONS:
         return {"knowledge_bases": [{"uuid": grant["kb_id"], "name": grant.get("kb_name"),
+                                     "description": grant.get("description") or "",
                                      "type": grant.get("kb_type")}
                                     for grant in _granted(auth, "list")]}
     kb_id = str(data.get("kb_id") or "")
@@ -101,12 +104,26 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         raise HostError("kb.bad_arguments", "retrieve needs `query_text`, a string")
     top_k = data.get("top_k")
     top_k = min(top_k, MAX_TOP_K) if isinstance(top_k, int) and top_k > 0 else None
+    filters = data.get("filters") or {}
+    if not isinstance(filters, dict):
+        raise HostError("kb.bad_arguments", "filters must be an object")
+    wanted = top_k or knowledge_base.top_k
     try:
-        hits = await services.retrieve(knowledge_base, query, top_k, call=_call_of(run, auth))
+        # Filtered: more candidates, then those whose metadata passes.
+        hits = await services.retrieve(knowledge_base, query,
+                                       min(wanted * FILTER_POOL, MAX_TOP_K) if filters else top_k,
+                                       call=_call_of(run, auth))
     except ProviderError as exc:
         raise HostError("model.unavailable", str(exc), retryable=exc.retryable) from None
-    return {"results": [{
-        "id": str(hit.chunk_id), "content": [{"type": "text", "text": hit.text}],
-        "metadata": {"document_id": hit.document_id, "document_name": hit.document_name,
-                     "storage_path": hit.storage_path, "chunk": hit.position, **hit.metadata},
-        "distance": hit.distance, "score": hit.score} for hit in hits]}
+    results = []
+    for hit in hits:
+        metadata = {"document_id": hit.document_id, "document_name": hit.document_name,
+                    "storage_path": hit.storage_path, "chunk": hit.position, **hit.metadata}
+        try:
+            if filters and not collections.matches(metadata, filters):
+                continue
+        except collections.CollectionError as exc:
+            raise HostError("kb.bad_arguments", f"filters: {exc}") from None
+        results.append({"id": str(hit.chunk_id), "content": [{"type": "text", "text": hit.text}],
+                        "metadata": metadata, "distance": hit.distance, "score": hit.score})
+    return {"results": results[:wanted]}

@@ -52,4 +52,5 @@ async def knowledge_grants(binding: AgentBinding, descriptor: RunnerDescriptor,
     found = {str(kb.pk): kb async for kb in KnowledgeBase.objects.filter(
         pk__in=ids, project_id=project_id)}
     return [{"kb_id": kb_id, "kb_name": found[kb_id].name, "kb_type": "vector",
-             "operations": wanted} for kb_id in ids if kb_id in found]
+             "description": found[kb_id].description, "operations": wanted}
+            for kb_id in ids if kb_id in found]

@@ -39,9 +39,6 @@ def _fts_table(space: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
                        f"text, partition UNINDEXED)")
-        # Each word's count of items (all partitions'), read before a search.
-        cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_terms USING "
-                       f"fts5vocab({table}, 'row')")
     return table
 
 
@@ -75,11 +72,17 @@ def matching(space: str, partition: tuple[str, ...], query: str, k: int) -> list
         return []
     if connection.vendor == "sqlite":
         table = _fts_table(space)
+        partition_key = "\x1f".join(partition)
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT term FROM {table}_terms WHERE term IN "
-                           f"({', '.join(['%s'] * len(found))}) AND doc > %s",
-                           [*found, COMMON_DOCUMENTS])
-            common = {row[0] for row in cursor.fetchall()}
+            # A word's count of items in this partition, up to the bound: a few index reads.
+            common = set()
+            for word in found:
+                cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} "
+                               f"MATCH %s AND partition = %s LIMIT %s)",
+                               ['"' + word.replace('"', '""') + '"', partition_key,
+                                COMMON_DOCUMENTS + 1])
+                if cursor.fetchone()[0] > COMMON_DOCUMENTS:
+                    common.add(word)
         found = [word for word in found if word not in common]
         if not found:
             return []
@@ -88,7 +91,7 @@ def matching(space: str, partition: tuple[str, ...], query: str, k: int) -> list
             # bm25() is lower for better matches.
             cursor.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH %s "
                            f"AND partition = %s ORDER BY bm25({table}) LIMIT %s",
-                           [expression, "\x1f".join(partition), int(k)])
+                           [expression, partition_key, int(k)])
             return [(row[0], -float(row[1])) for row in cursor.fetchall()]
     if connection.vendor == "postgresql":
         return _pg_matching(space, partition, found, k)

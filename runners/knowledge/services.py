@@ -206,6 +206,11 @@ async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None 
         return []
     call = call or call_for(knowledge_base)
     (vector,) = await _embed(knowledge_base, [query], call)
+    if len(vector) != knowledge_base.dimensions:
+        raise ProviderError(
+            f"embedding model '{knowledge_base.embedding_model.name}' answered {len(vector)} "
+            f"dimensions; knowledge base '{knowledge_base.name}' holds {knowledge_base.dimensions}"
+            " (it was ingested with another model: make a new base for this one)")
     pool = k * RERANK_POOL if knowledge_base.rerank_model_id else k
     hits = await sync_to_async(_search)(knowledge_base, vector, query, pool)
     if knowledge_base.rerank_model_id and hits:

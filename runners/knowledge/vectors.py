@@ -63,8 +63,18 @@ def _pg_literal(vector: Iterable[float]) -> str:
     return "[" + ",".join(repr(float(value)) for value in vector) + "]"
 
 
+_ensured: set[tuple] = set()
+
+
 def _ensure_table(space: str, dimensions: int) -> str:
+    """The space's table for vectors of `dimensions`, made once per process and database:
+    on PostgreSQL even `CREATE INDEX IF NOT EXISTS` takes a lock that would queue searches
+    behind ingestion."""
     table, kind = _table(space, dimensions), engine()
+    settings = connection.settings_dict
+    key = (connection.vendor, settings["NAME"], settings["HOST"], settings["PORT"], table)
+    if key in _ensured:
+        return table
     with connection.cursor() as cursor:
         if kind == "sqlite-vec":
             cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
@@ -79,6 +89,8 @@ def _ensure_table(space: str, dimensions: int) -> str:
             if dimensions <= HNSW_MAX_DIMENSIONS:
                 cursor.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} "
                                f"USING hnsw (embedding vector_cosine_ops)")
+    # Known made once made for good: a transaction that rolls back takes the table with it.
+    transaction.on_commit(lambda: _ensured.add(key))
     return table
 
 

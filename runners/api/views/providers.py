@@ -43,6 +43,14 @@ class LLMModelViewSet(viewsets.ModelViewSet):
     ordering_fields = ["name", "created_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
+    def perform_destroy(self, instance):
+        try:
+            instance.delete()
+        except ProtectedError as exc:
+            users = sorted({str(obj) for obj in exc.protected_objects})
+            raise Conflict(f"Model '{instance.name}' is used by knowledge base(s) "
+                           f"{', '.join(users)}; change or delete them first.") from exc
+
     @extend_schema(request=None, responses=serializers.ModelProbeSerializer)
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):

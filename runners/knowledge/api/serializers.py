@@ -23,6 +23,15 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
                   "chunk_overlap", "top_k", "retrieval", "rerank_model_id", "dimensions", "created_at", "updated_at"]
         read_only_fields = ["id", "dimensions", "created_at", "updated_at"]
 
+    def validate_name(self, value):
+        project = self.context["view"].get_project()
+        taken = KnowledgeBase.objects.filter(project=project, name=value)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError("The project has a knowledge base of that name.")
+        return value
+
     def validate(self, attrs):
         size = attrs.get("chunk_size", getattr(self.instance, "chunk_size", 300))
         overlap = attrs.get("chunk_overlap", getattr(self.instance, "chunk_overlap", 50))

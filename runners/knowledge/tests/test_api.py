@@ -151,3 +151,19 @@ def test_the_admin_uploads_several_files_and_tests_retrieval_on_its_page(
     assert found.status_code == 200
     assert hits.count('class="retrieval-hit"') == 1 and "office.txt" in hits
     assert "The harbour office opens at seven." in hits
+
+
+def test_a_second_base_of_the_same_name_is_refused_naming_the_field(
+        user_client, project, base, embedding_model):
+    again = user_client.post(f"/api/v1/projects/{project.pk}/knowledge-bases",
+                             {"name": base["name"], "embedding_model_id": str(embedding_model.pk)},
+                             format="json")
+
+    assert again.status_code == 400 and "name" in again.json()["errors"]
+
+
+def test_a_model_a_base_embeds_with_cannot_be_deleted(superuser_client, base, embedding_model):
+    refused = superuser_client.delete(f"/api/v1/models/{embedding_model.pk}")
+
+    assert refused.status_code == 409
+    assert base["name"] in refused.json()["detail"]

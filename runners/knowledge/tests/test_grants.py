@@ -57,6 +57,7 @@ async def test_a_runner_lists_and_retrieves_its_granted_base_and_not_another_pro
                         **{"knowledge-bases": [str(mine.pk), str(theirs.pk)],
                            "probe-kb": str(theirs.pk)})
 
+    # (The SDK lists the run's grants itself, from its context.)
     assert report["listed"] == [{"uuid": str(mine.pk), "name": "Harbour", "type": "vector"}]
     (top, *_) = report["retrieved"]
     assert "register with the harbour master" in top["content"][0]["text"]

@@ -128,3 +128,27 @@ async def test_a_runner_reads_its_granted_documents_file_and_a_parser_plugin_par
     assert [section["content"] for section in parsed["ok"]["sections"]][1] == (
         "THE FERRY LEAVES HOURLY.")
     assert "kb.not_granted" in other["error"]
+
+
+async def test_a_retrieval_takes_filters_on_its_results_metadata(gateway, user, embedding_model):
+    mine, _ = await base_with_handbook(user, embedding_model, "Harbour")
+    await sync_to_async(services.add_document)(
+        mine, SimpleUploadedFile("ferries-2.md", b"The ferry leaves hourly from the pier."))
+    async for document in mine.documents.all():
+        await services.ingest(document.pk)
+
+    everything, filtered, refused = await actions(gateway, "agent-runner-llm", [
+        {"action": "retrieve_knowledge", "data": {"kb_id": str(mine.pk),
+                                                  "query_text": "ferry hourly", "top_k": 5}},
+        {"action": "retrieve_knowledge", "data": {
+            "kb_id": str(mine.pk), "query_text": "ferry hourly", "top_k": 5,
+            "filters": {"document_name": {"$in": ["ferries-2.md"]}}}},
+        {"action": "retrieve_knowledge", "data": {
+            "kb_id": str(mine.pk), "query_text": "ferry", "filters": {"chunk": {"$near": 1}}}},
+    ], project_id=mine.project_id, **{"knowledge-bases": [str(mine.pk)]})
+
+    names = {hit["metadata"]["document_name"] for hit in everything["ok"]["results"]}
+    assert names == {"handbook.md", "ferries-2.md"}
+    assert {hit["metadata"]["document_name"] for hit in filtered["ok"]["results"]} == {
+        "ferries-2.md"}
+    assert "kb.bad_arguments" in refused["error"] and "$near" in refused["error"]
