@@ -80,7 +80,7 @@ class AgentTypeForm(forms.ModelForm):
         return [skill.name for skill in self.cleaned_data["skills"]]
 
     def clean_knowledge_retrieval(self):
-        return self.cleaned_data["knowledge_retrieval"] or KnowledgeRetrieval.TOOL
+        return self.cleaned_data["knowledge_retrieval"] or KnowledgeRetrieval.AUTO
 
     def clean_knowledge_bases(self):
         return [str(knowledge_base.pk) for knowledge_base in self.cleaned_data["knowledge_bases"]]

@@ -2,9 +2,9 @@
 knowledge_bases`, operation `retrieve`), searched through the same retrieval service as every
 door and runner.
 
-The model is offered a `search_knowledge(query, top_k?)` tool, or, when the agent type says
-`auto`, the bases are searched with each message before the model answers and what was found
-joins its system prompt. Either way the search is recorded as a tool call of the run, its
+By default (`auto`) the bases are searched with each message before the model answers and
+what was found joins its system prompt; an agent type that says `tool` offers the model a
+`search_knowledge(query, top_k?)` tool instead. Either way the search is recorded as a tool call of the run, its
 embedding calls as the run's model calls, and every chunk the model was shown becomes a
 citation of the reply (`message.provider_specific_fields.citations`: document, chunk, page,
 score), which the pages show under it.
@@ -44,7 +44,7 @@ class KnowledgeSearch:
         found = {str(kb.pk): kb async for kb in KnowledgeBase.objects.filter(
             pk__in=ids).select_related("embedding_model")}
         bases = [found[kb_id] for kb_id in ids if kb_id in found]
-        automatic = (context.get("config") or {}).get("knowledge_retrieval") == "auto"
+        automatic = (context.get("config") or {}).get("knowledge_retrieval", "auto") == "auto"
         return cls(bases, call, automatic) if bases else None
 
     def tool(self) -> dict:

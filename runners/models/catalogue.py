@@ -58,9 +58,10 @@ class AgentType(models.Model):
         help_text="Ids of the knowledge bases its agents search, as a JSON list; an agent is "
                   "granted only those of its own project.")
     knowledge_retrieval = models.CharField(
-        max_length=16, choices=KnowledgeRetrieval.choices, default=KnowledgeRetrieval.TOOL,
-        help_text="How the built-in LLM agent uses its knowledge bases: a search_knowledge tool "
-                  "the model calls, or a search with each message before the model answers.")
+        max_length=16, choices=KnowledgeRetrieval.choices, default=KnowledgeRetrieval.AUTO,
+        help_text="How the built-in LLM agent uses its knowledge bases: a search with each "
+                  "message before the model answers, or a search_knowledge tool the model "
+                  "calls.")
     skills = models.JSONField(
         default=list, blank=True,
         help_text="Names of the installed skills its agents may activate, as a JSON list.")
