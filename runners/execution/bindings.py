@@ -20,7 +20,7 @@ def to_protocol(binding: Binding) -> AgentBinding:
         binding_id=binding.binding_id,
         scope={"scope_type": binding.scope_type, "scope_id": binding.scope_id or None},
         runner_id=binding.runner_id,
-        runner_config=binding.runner_config or {},
+        runner_config=_named_models_by_id(binding.runner_config or {}, binding.runner_id),
         state_policy=binding.state_policy or {},
         delivery_policy=binding.delivery_policy or {},
         resource_policy=binding.resource_policy or {},
@@ -44,6 +44,18 @@ def agent_runner_config(agent_type: AgentType) -> dict:
     config.update(runner_config.filled(agent_type, schema, model_ids))
     config.update(runner_config.with_model_ids(explicit, schema, model_ids))
     return config
+
+
+def _named_models_by_id(config: dict, runner_id: str) -> dict:
+    """A binding's config with the rerank models it names by name named by id, as the runner
+    calls them."""
+    schema = runner_config.schema_of(runner_id)
+    names = runner_config.rerank_model_names(config, schema) if schema else []
+    if not names:
+        return config
+    model_ids = {name: str(pk) for name, pk in LLMModel.objects.filter(
+        name__in=names).values_list("name", "pk")}
+    return runner_config.with_model_ids(config, schema, model_ids)
 
 
 def _langhost_config(agent_type: AgentType) -> dict:

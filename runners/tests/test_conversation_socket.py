@@ -10,6 +10,7 @@ from accounts.tokens import token_pair
 from langhost.asgi import application
 from ledger.models import AgentRun
 from ledger.services import conversations
+from runners.ws.consumers import origin_of
 from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,3 +103,11 @@ async def test_a_frame_nested_too_deeply_is_refused_and_the_socket_stays_open(co
 
     assert refused == {"type": "error", "status": 400, "detail": "Frames are JSON objects."}
     assert frames[-1]["status"] == "completed"
+
+
+def test_a_sockets_files_get_links_on_the_origin_it_was_opened_on():
+    assert origin_of({"scheme": "ws", "headers": [(b"host", b"lh.example:8000")]}) == (
+        "http://lh.example:8000")
+    assert origin_of({"scheme": "wss", "headers": [(b"host", b"lh.example")]}) == (
+        "https://lh.example")
+    assert origin_of({"scheme": "ws", "headers": []}) == ""  # then LANGHOST_PUBLIC_URL

@@ -234,11 +234,21 @@ class SignedOut(Exception):
     """The socket's user was deactivated, changed password or signed out since it connected."""
 
 
+def origin_of(scope: dict) -> str:
+    """The origin the socket was opened on (`http(s)://host`), as a request's absolute URLs
+    have it: the links a message's files get start with it."""
+    headers = dict(scope.get("headers") or [])
+    host = headers.get(b"host", b"").decode("latin-1")
+    if not host:
+        return ""
+    return f"{'https' if scope.get('scheme') in ('wss', 'https') else 'http'}://{host}"
+
+
 @database_sync_to_async
-def _prepare(user, signed_in: tuple, conversation, data: dict):
+def _prepare(user, signed_in: tuple, conversation, data: dict, origin: str):
     if not still_signed_in(user, *signed_in):
         raise SignedOut
-    url = (f"/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
+    url = (f"{origin}/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
            f"conversations/{conversation.client_id}/artifacts")
     return door.prepare_agent_run(door.Caller(user), agent_id=conversation.agent_id,
                                   conversation_id=conversation.client_id,
@@ -310,7 +320,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def _talk(self, frame: dict) -> None:
         data = {key: frame[key] for key in ("text", "attachments") if key in frame}
         try:
-            prepared = await _prepare(self.user, self.signed_in, self.conversation, data)
+            prepared = await _prepare(self.user, self.signed_in, self.conversation, data,
+                                      origin_of(self.scope))
         except SignedOut:
             await self.close(code=4401)
             return

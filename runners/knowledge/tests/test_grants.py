@@ -10,13 +10,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.models import Project
 from ledger.models import ModelCall
-from runners.execution.bindings import implied_agent_binding
+from runners.execution.bindings import implied_agent_binding, resolve
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
-from runners.models import AgentInstance, AgentType, LLMModel
+from runners.models import AgentInstance, AgentType, Binding, LLMModel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,3 +113,19 @@ async def test_an_agent_types_knowledge_bases_fill_its_runners_selector(
         AgentEventEnvelope(project_id=str(mine.project_id), input={"text": "ferries"}), binding)
     report = json.loads(outcome["messages"][0]["data"]["message"]["content"])
     assert [kb["uuid"] for kb in report["listed"]] == [str(mine.pk)]
+
+
+async def test_a_binding_that_names_its_rerank_model_by_name_hands_the_runner_its_id(
+        llm_plugin_gateway, user, embedding_model):
+    mine = await base_of(user, "Harbour", embedding_model, "Ferries leave hourly.")
+    reranker = await LLMModel.objects.acreate(
+        name="fake-reranker", provider_id=embedding_model.provider_id,
+        upstream_model="reranker", model_type="rerank")
+    await Binding.objects.acreate(binding_id="harbour-reader", scope_type="project",
+                                  scope_id=str(mine.project_id), runner_id=READER,
+                                  runner_config={"knowledge-bases": [str(mine.pk)],
+                                                 "rerank-model": "fake-reranker"})
+
+    binding = await sync_to_async(resolve)(project_id=str(mine.project_id))
+
+    assert binding.runner_config["rerank-model"] == str(reranker.pk)
