@@ -8,7 +8,8 @@ granted to the run for the operation (`resources.tools` of its frozen authorizat
 `tool.not_granted`; `call_tool` needs the run active. Each call is recorded through the run's
 handle as host events `tool.call.started` / `tool.call.completed`, in whichever process the
 run executes. `event_reply` (LangBot's event tool) answers into the run's conversation: a
-`message.completed` of the run, delivered to its caller.
+`message.completed` of the run, delivered to its caller. `call_platform_api` answers the
+SDK's `reply_files` only (a reply with files exported from the box, as download links).
 """
 
 import json
@@ -16,19 +17,22 @@ import time
 import uuid
 
 from ledger.models import RunStatus
-from runners.execution import tool_calls
+from runners.execution import reply_files, tool_calls
+from runners.execution.tool_grants import EVENT_REPLY
 from runners.hostapi import run_api
 from runners.runtime.host import HostError
 from runners.runtime.host_process import host_process
 from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError
 
-ACTIONS = frozenset({"get_tool_detail", "call_tool"})
+ACTIONS = frozenset({"get_tool_detail", "call_tool", "call_platform_api"})
 OPERATIONS = {"get_tool_detail": "detail", "call_tool": "call"}
 
 
 async def handle(action: str, data: dict, context: dict | None) -> dict:
     """Answer one tool action, or raise HostError."""
+    if action == "call_platform_api":
+        return await _platform_call(data, context)
     run, auth = await run_api.authorize(action, data, context)
     name = data.get("tool_name")
     tool = tool_calls.granted_tool(auth.get("resources"), name)
@@ -94,6 +98,30 @@ async def _called(handle: RunHandle | None, tool: dict, arguments: dict,
         await _record(handle, "tool.call.completed", {
             "tool_call_id": call_id, "tool_name": name, "result": tool_calls.recorded(result),
             "error": error, "duration_ms": round((time.monotonic() - started) * 1000)})
+
+
+async def _platform_call(data: dict, context: dict | None) -> dict:
+    """`call_platform_api`: LangHost has no IM platform; it answers the one call a runner
+    makes of it anywhere, the SDK's `reply_files` (`send_message` through `event_reply`, with
+    `file_ids`): a reply of the run with those files as download links."""
+    run, auth = await run_api.authorize("call_platform_api", data, context)
+    if data.get("action") != "send_message" or data.get("context_tool") != EVENT_REPLY:
+        raise HostError("host.unsupported", "call_platform_api: LangHost has no IM platforms; "
+                                            "it answers send_message through event_reply only")
+    tool = tool_calls.granted_tool(auth.get("resources"), EVENT_REPLY)
+    if tool is None or "call" not in (tool.get("operations") or []):
+        raise HostError("tool.not_granted", f"event_reply is not granted to run {run.run_id}")
+    file_ids = data.get("file_ids") or []
+    if not isinstance(file_ids, list) or not all(isinstance(item, str) for item in file_ids):
+        raise HostError("tool.bad_arguments", "file_ids must be a list of file ids")
+    given = (data.get("params") or {}).get("message")
+    message = await reply_files.saved(
+        {"role": "assistant", "content": given if isinstance(given, (list, str)) else []},
+        run.conversation_id, run.run_id, file_ids)
+    handle = host_process().handle(run.run_id)
+    if run.status != RunStatus.RUNNING or handle is None or not await handle.reply(message):
+        raise HostError("run.not_active", f"run {run.run_id} is no longer streaming")
+    return {"result": {"replied": True, "file_ids": file_ids}}
 
 
 async def _event_reply(run_id: str, handle: RunHandle | None, arguments: dict) -> dict:

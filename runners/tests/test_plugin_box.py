@@ -47,7 +47,10 @@ async def test_a_plugin_runner_works_in_its_box_through_the_sdk(
     answer, opened = await message_with_a_file(user, project, box_enabled=True)
     try:
         assert answer["status"] == "completed", answer
-        said, linked = answer["messages"][0]["data"]["message"]["content"]
+        handed_over, final = (message["data"]["message"] for message in answer["messages"])
+        (replied,) = handed_over["content"]  # reply_files: the file's link
+        assert (replied["type"], replied["file_name"]) == ("file_url", "made.txt")
+        said, linked = final["content"]
         report = json.loads(said["text"])
         assert report["status"]["enabled"] and report["status"]["available"]
         assert report["outbox"] == "/workspace/outbox"
