@@ -167,12 +167,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # every commit through a crash of LangHost (kill -9 included) and loses the last ones only
     # to a crash of the machine; FULL (an fsync per commit) costs the run loop ~15% of its
     # latency (bench/run_overhead.py: 1.45-1.50 -> 1.68-1.70), over its budget. README: Durability.
-    # mmap: reads of a large table (a knowledge base's vectors, scanned by each search) come
-    # from the mapped file, not a copy through SQLite's small page cache each time.
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous={}; PRAGMA mmap_size={};"
-        .format(os.environ.get("LANGHOST_SQLITE_SYNCHRONOUS", "NORMAL"),
-                int(os.environ.get("LANGHOST_SQLITE_MMAP_BYTES", 256 * 1024 * 1024))),
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous={};".format(
+            os.environ.get("LANGHOST_SQLITE_SYNCHRONOUS", "NORMAL")),
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
@@ -300,6 +297,9 @@ LANGHOST_BOX_EXEC_SECONDS = int(os.environ.get("LANGHOST_BOX_EXEC_SECONDS", 30))
 LANGHOST_BOX_MEMORY_MB = int(os.environ.get("LANGHOST_BOX_MEMORY_MB", 1024))
 LANGHOST_BOX_OUTPUT_BYTES = int(os.environ.get("LANGHOST_BOX_OUTPUT_BYTES", 16 * 1024))
 LANGHOST_BOX_FILE_BYTES = int(os.environ.get("LANGHOST_BOX_FILE_BYTES", 1024 * 1024))
+# A connection that searches a knowledge base's vectors on SQLite reads the file through a
+# memory map this large (its scan reads every vector), not through SQLite's small page cache.
+LANGHOST_SQLITE_MMAP_BYTES = int(os.environ.get("LANGHOST_SQLITE_MMAP_BYTES", 256 * 1024 * 1024))
 # A message's files as runners get them (runners/execution/attachments.py): inline up to
 # this size, and through a link signed for the run, valid this long while the run is active.
 # The link's origin is the one the message came through, else this URL.

@@ -6,10 +6,15 @@ enabled) stands in for the standard module before Django's SQLite backend import
 Python whose own `sqlite3` can load extensions keeps it.
 """
 
+import importlib.util
+import os
 import sqlite3
 import sys
 
-import sqlite_vec
+# The extension the `sqlite-vec` wheel ships, found without importing the package: importing
+# it imports numpy when numpy is installed (tens of MiB in every process).
+SQLITE_VEC = os.path.join(importlib.util.find_spec("sqlite_vec").submodule_search_locations[0],
+                          "vec0")
 
 
 def use_a_sqlite_that_loads_extensions() -> None:
@@ -31,6 +36,6 @@ def load_sqlite_vec(sender, connection, **kwargs) -> None:
     raw = connection.connection
     raw.enable_load_extension(True)
     try:
-        sqlite_vec.load(raw)
+        raw.load_extension(SQLITE_VEC)
     finally:
         raw.enable_load_extension(False)

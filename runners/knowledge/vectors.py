@@ -19,6 +19,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable
 
+from django.conf import settings
 from django.db import connection, transaction
 
 SPACES = frozenset({"knowledge", "plugin"})
@@ -94,6 +95,19 @@ def _ensure_table(space: str, dimensions: int) -> str:
     return table
 
 
+def _mapped() -> None:
+    """This SQLite connection reads the file through a memory map: a search scans every vector
+    of its partition, a copy through SQLite's page cache each time otherwise. Only the
+    connections that search map it (mapped pages count in a process's resident memory)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    if getattr(connection, "langhost_mapped", None) is raw:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA mmap_size={int(settings.LANGHOST_SQLITE_MMAP_BYTES)}")
+    connection.langhost_mapped = raw  # the pragma holds for this connection only
+
+
 def add(space: str, partition: str, dimensions: int, items: list[tuple[int, bytes]]) -> None:
     """Index `items` (`(row id, packed vector)`, saved) in the partition."""
     kind = engine()
@@ -134,6 +148,7 @@ def nearest(space: str, partition: str, dimensions: int, query: list[float], k: 
     kind = engine()
     if kind == "sqlite-vec":
         table = _ensure_table(space, dimensions)
+        _mapped()
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT rowid, distance FROM {table} WHERE embedding MATCH %s "
                            f"AND k = %s AND partition = %s ORDER BY distance",
