@@ -54,3 +54,20 @@ def read_body(response) -> bytes:
 
 def conversations_url(agent) -> str:
     return f"/api/v1/projects/{agent.project_id}/agents/{agent.pk}/conversations"
+
+
+async def through_the_door(user, agent, parts, conversation=None):
+    """`(outcome, conversation)` of a message of `parts` (`Part`s) to `agent`, in
+    `conversation` (a new one if None), sent through the door the messages endpoint uses — on
+    this loop, which the runtime's host actions need free."""
+    from asgiref.sync import sync_to_async
+
+    from ledger.services import conversations
+    from runners.conversations import services as door
+
+    conversation = conversation or await sync_to_async(conversations.create)(
+        project_id=str(agent.project_id), agent_id=str(agent.pk), user_id=str(user.pk))
+    prepared = await sync_to_async(door.prepare_agent_run)(
+        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        parts=parts)
+    return await door.run_to_end(prepared), conversation

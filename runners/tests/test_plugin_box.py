@@ -11,12 +11,11 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ledger.models import Conversation
-from ledger.services import conversations
 from ledger.services.artifacts import artifacts
 from runners.box.server import box_server
-from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import AgentInstance, AgentType
+from runners.tests.conversation_fixtures import through_the_door
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,14 +31,10 @@ async def message_with_a_file(user, project, box_enabled: bool) -> tuple[dict, s
                                                  box_enabled=box_enabled)
     agent = await AgentInstance.objects.acreate(name="Boxer", project=project,
                                                 agent_type=agent_type)
-    conversation = await sync_to_async(conversations.create)(
-        project_id=str(project.pk), agent_id=str(agent.pk), user_id=str(user.pk))
-    prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
-        parts=[Part(text="work on this"),
-               Part(data=NOTES, name="notes.txt", mime_type="text/plain"),
-               Part(data=OTHER, name="notes.txt", mime_type="text/plain")])
-    return await door.run_to_end(prepared), conversation.client_id
+    outcome, conversation = await through_the_door(user, agent, [
+        Part(text="work on this"), Part(data=NOTES, name="notes.txt", mime_type="text/plain"),
+        Part(data=OTHER, name="notes.txt", mime_type="text/plain")])
+    return outcome, conversation.client_id
 
 
 async def test_a_plugin_runner_works_in_its_box_through_the_sdk(

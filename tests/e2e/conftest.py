@@ -6,7 +6,9 @@ subprocess), starts daphne on a free port and waits until `/admin/login/` answer
 override the `daphne_env` fixture (or call `start_daphne` yourself) for other settings.
 """
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,3 +153,19 @@ def http(daphne_server):
 @pytest.fixture(scope="session")
 def admin_credentials():
     return {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
+
+
+@contextlib.contextmanager
+def daphne_with_plugins(tmp_path: Path, *plugins: str, **env: str):
+    """A daphne on a fresh data dir in `tmp_path`, loading copies of the named fixture plugins;
+    yields `(base_url, its environment)` (for `manage.py` commands on its database)."""
+    folder = tmp_path / "plugins"
+    for name in plugins:
+        shutil.copytree(ROOT / "tests" / "fixtures" / "plugins" / name, folder / name)
+    overrides = {"LANGHOST_DATA_DIR": str(tmp_path / "data"), "LANGHOST_PLUGINS_DIR": str(folder),
+                 **env}
+    url, process = start_daphne(overrides)
+    try:
+        yield url, daphne_environ(overrides)
+    finally:
+        stop_daphne(process)

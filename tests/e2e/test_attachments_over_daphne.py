@@ -7,14 +7,12 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import time
 
 import httpx
 import pytest
 
-from runners.tests.conftest import FIXTURE_PLUGINS
-from tests.e2e.conftest import start_daphne, stop_daphne
+from tests.e2e.conftest import daphne_with_plugins
 from tests.timing import scaled
 
 pytestmark = pytest.mark.e2e
@@ -26,12 +24,8 @@ LARGE = os.urandom(200 * 1024)  # over the inline limit: through the link only
 
 @pytest.fixture
 def server(tmp_path):
-    plugins = tmp_path / "plugins"
-    shutil.copytree(FIXTURE_PLUGINS / "e2e__agent-runner-llm", plugins / "e2e__agent-runner-llm")
-    url, process = start_daphne({"LANGHOST_DATA_DIR": str(tmp_path / "data"),
-                                 "LANGHOST_PLUGINS_DIR": str(plugins)})
-    yield url
-    stop_daphne(process)
+    with daphne_with_plugins(tmp_path, "e2e__agent-runner-llm") as (url, _):
+        yield url
 
 
 def test_a_runner_reads_its_files_inline_and_through_its_runs_link(server, admin_credentials):

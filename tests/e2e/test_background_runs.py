@@ -6,15 +6,13 @@ the final status; `GET /runs/{id}?wait=N` answers once it has ended. A message s
 import asyncio
 import contextlib
 import json
-import shutil
 import time
 
 import httpx
 import pytest
 import websockets
 
-from runners.tests.conftest import FIXTURE_PLUGINS
-from tests.e2e.conftest import start_daphne, stop_daphne
+from tests.e2e.conftest import daphne_with_plugins
 from tests.timing import scaled
 
 pytestmark = pytest.mark.e2e
@@ -24,12 +22,8 @@ SLOW = "plugin:e2e/agent-runner-qa/slow"
 
 @pytest.fixture
 def server(tmp_path):
-    plugins = tmp_path / "plugins"
-    shutil.copytree(FIXTURE_PLUGINS / "e2e__agent-runner-qa", plugins / "e2e__agent-runner-qa")
-    url, process = start_daphne({"LANGHOST_DATA_DIR": str(tmp_path / "data"),
-                                 "LANGHOST_PLUGINS_DIR": str(plugins)})
-    yield url
-    stop_daphne(process)
+    with daphne_with_plugins(tmp_path, "e2e__agent-runner-qa") as (url, _):
+        yield url
 
 
 def signed_in(url, admin_credentials) -> tuple[httpx.Client, str]:

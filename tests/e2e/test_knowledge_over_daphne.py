@@ -5,8 +5,8 @@ on the way, a damaged PDF failing alone, retrieval, an LLM agent that answers fr
 cites it, a runner plugin in the real SDK runtime that retrieves through the SDK and is refused
 another project's base by the host, and a deleted document leaving no chunk or vector behind."""
 
+import contextlib
 import json
-import shutil
 import subprocess
 import time
 
@@ -15,8 +15,7 @@ import pytest
 
 from langhost.local_servers import LocalServers
 from runners.knowledge.tests.conftest import pdf_with
-from runners.tests.conftest import FIXTURE_PLUGINS
-from tests.e2e.conftest import PYTHON, ROOT, daphne_environ, start_daphne, stop_daphne
+from tests.e2e.conftest import PYTHON, ROOT, daphne_with_plugins
 from tests.fake_providers import FakeProvider, Reply
 from tests.timing import scaled
 
@@ -33,25 +32,11 @@ HANDBOOK = b"# Ferries\n\nThe ferry leaves the north pier every hour."
 @pytest.fixture(params=["sqlite", "postgresql"])
 def server(request, tmp_path):
     """A daphne serving a fresh database of the kind, with the LLM fixture plugin."""
-    plugins = tmp_path / "plugins"
-    shutil.copytree(FIXTURE_PLUGINS / "e2e__agent-runner-llm", plugins / "e2e__agent-runner-llm")
-    overrides = {"LANGHOST_DATA_DIR": str(tmp_path / "data"), "LANGHOST_PLUGINS_DIR": str(plugins)}
-    with LocalServers() if request.param == "postgresql" else _nothing() as servers:
-        if servers is not None:
-            overrides["DATABASE_URL"] = servers.postgres.url
-        url, process = start_daphne(overrides)
-        try:
-            yield url, daphne_environ(overrides)
-        finally:
-            stop_daphne(process)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc_info):
-        return None
+    with contextlib.ExitStack() as stack:
+        env = {}
+        if request.param == "postgresql":
+            env["DATABASE_URL"] = stack.enter_context(LocalServers()).postgres.url
+        yield stack.enter_context(daphne_with_plugins(tmp_path, "e2e__agent-runner-llm", **env))
 
 
 @pytest.fixture

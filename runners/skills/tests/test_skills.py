@@ -12,12 +12,11 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, AgentRunnerState
-from ledger.services import conversations
 from runners.box.server import box_server
-from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import LLM_AGENT_RUNNER_ID
 from runners.skills.models import Skill
+from runners.tests.conversation_fixtures import through_the_door
 from tests.fake_providers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,12 +73,7 @@ def test_a_zip_the_skill_store_refuses_is_a_400_naming_the_file(
 
 
 async def ask(user, agent, text, conversation=None):
-    conversation = conversation or await sync_to_async(conversations.create)(
-        project_id=str(agent.project_id), agent_id=str(agent.pk), user_id=str(user.pk))
-    prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
-        parts=[Part(text=text)])
-    return await door.run_to_end(prepared), conversation
+    return await through_the_door(user, agent, [Part(text=text)], conversation)
 
 
 async def test_an_activated_skill_is_active_from_the_start_of_the_next_run(

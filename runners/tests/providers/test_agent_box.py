@@ -10,11 +10,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from ledger.services import conversations
 from runners.box.server import box_server
-from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import LLM_AGENT_RUNNER_ID
+from runners.tests.conversation_fixtures import through_the_door
 from tests.fake_providers import Reply
 from tests.timing import scaled
 
@@ -38,13 +37,8 @@ async def boxed_agent(make_agent_type, make_agent, make_model, project, openai_s
     await box_server().stop()
 
 
-async def ask(user, agent, text, conversation=None) -> tuple[dict, str]:
-    conversation = conversation or await sync_to_async(conversations.create)(
-        project_id=str(agent.project_id), agent_id=str(agent.pk), user_id=str(user.pk))
-    prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
-        parts=[Part(text=text)])
-    return await door.run_to_end(prepared), conversation
+async def ask(user, agent, text, conversation=None):
+    return await through_the_door(user, agent, [Part(text=text)], conversation)
 
 
 def tool_messages(openai_server) -> list[str]:
