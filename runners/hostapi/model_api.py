@@ -139,7 +139,8 @@ async def _rerank(calls, model: LLMModel, data: dict, call: "CallInfo") -> list[
                                                f"{MAX_RERANK_DOCUMENTS} documents")
     top_k = data.get("top_k")
     top_k = top_k if isinstance(top_k, int) and top_k > 0 else None
-    return await calls.invoke_rerank(model, query, documents, call=call, top_n=top_k)
+    return await calls.invoke_rerank(model, query, documents, call=call, top_n=top_k,
+                                     extra=_params(data))
 
 
 async def stream(action: str, data: dict, context: dict | None) -> AsyncIterator[dict]:

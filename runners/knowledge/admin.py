@@ -54,8 +54,24 @@ class DocumentInline(admin.TabularInline):
         return False  # uploaded over the API (multipart), ingested in the background
 
 
+class KnowledgeBaseForm(forms.ModelForm):
+    class Meta:
+        model = KnowledgeBase
+        fields = ["project", "name", "description", "embedding_model", "chunk_size",
+                  "chunk_overlap", "top_k", "retrieval", "rerank_model"]
+
+    def clean_embedding_model(self):
+        model = self.cleaned_data["embedding_model"]
+        if (self.instance.pk and self.instance.dimensions
+                and model.pk != self.instance.embedding_model_id):
+            raise forms.ValidationError("The knowledge base holds vectors of its model already; "
+                                        "make a new base for another model.")
+        return model
+
+
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(admin.ModelAdmin):
+    form = KnowledgeBaseForm
     list_display = ["name", "project", "embedding_model", "retrieval", "rerank_model",
                     "dimensions", "updated_at"]
     list_filter = ["project", "retrieval"]

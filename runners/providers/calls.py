@@ -270,8 +270,10 @@ async def invoke_embedding(model: LLMModel, texts: list[str], *, call: CallInfo,
 
 
 async def invoke_rerank(model: LLMModel, query: str, documents: list[str], *, call: CallInfo,
-                        top_n: int | None = None, attempt: int = 1) -> list[dict]:
-    """`documents` scored against `query`: `[{index, relevance_score}]`, best first."""
+                        top_n: int | None = None, extra: dict | None = None,
+                        attempt: int = 1) -> list[dict]:
+    """`documents` scored against `query`: `[{index, relevance_score}]`, best first; `extra`:
+    provider-specific fields of the request (the SDK's `extra_args`)."""
     await _load_provider(model)
     if model.provider.kind != ModelProvider.Kind.OPENAI:
         raise ProviderError(f"provider '{model.provider.name}' has no rerank API")
@@ -281,7 +283,8 @@ async def invoke_rerank(model: LLMModel, query: str, documents: list[str], *, ca
         async with asyncio.timeout(record.limit):
             try:
                 results, record.usage = await openai_chat.rerank(
-                    record.client(openai_chat), model.upstream_model, query, documents, top_n)
+                    record.client(openai_chat), model.upstream_model, query, documents, top_n,
+                    extra)
             except (ValueError, KeyError, TypeError) as exc:
                 raise ProviderError(f"the rerank answer is malformed: {exc}") from None
     return results

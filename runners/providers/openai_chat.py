@@ -127,10 +127,11 @@ async def embed(api: openai.AsyncOpenAI, upstream_model: str,
 
 
 async def rerank(api: openai.AsyncOpenAI, upstream_model: str, query: str, documents: list[str],
-                 top_n: int | None) -> tuple[list[dict], Usage]:
+                 top_n: int | None, extra: dict | None = None) -> tuple[list[dict], Usage]:
     """Jina/Cohere-style `POST /rerank`, which OpenAI-compatible servers (vLLM, Jina, Cohere,
     SiliconFlow) expose beside the OpenAI API: `[{index, relevance_score}]`, best first."""
-    body = {"model": upstream_model, "query": query, "documents": documents,
+    # The caller's provider-specific arguments first: the request's own fields win.
+    body = {**(extra or {}), "model": upstream_model, "query": query, "documents": documents,
             **({"top_n": top_n} if top_n else {})}
     response = await api.post("/rerank", cast_to=object, body=body)
     if not isinstance(response, dict) or not isinstance(response.get("results"), list):

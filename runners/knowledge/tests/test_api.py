@@ -14,6 +14,7 @@ from accounts.models import Project
 from runners.knowledge import services, worker
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
 from runners.knowledge.tests.conftest import pdf_with
+from runners.models import LLMModel
 from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,3 +168,21 @@ def test_a_model_a_base_embeds_with_cannot_be_deleted(superuser_client, base, em
 
     assert refused.status_code == 409
     assert base["name"] in refused.json()["detail"]
+
+
+def test_the_admin_keeps_a_base_that_holds_vectors_on_its_model(
+        user_client, project, base, admin_client, embedding_model):
+    user_client.post(documents_url(project, base),
+                     {"file": [SimpleUploadedFile("a.md", b"The ferry leaves hourly.")]},
+                     format="multipart")
+    call_command("ingest_knowledge")
+    other = LLMModel.objects.create(name="other-embedder", provider=embedding_model.provider,
+                                    upstream_model="other", model_type="embedding")
+
+    page = admin_client.post(f"/admin/knowledge/knowledgebase/{base['id']}/change/", {
+        "project": str(project.pk), "name": base["name"], "embedding_model": str(other.pk),
+        "chunk_size": 20, "chunk_overlap": 5, "top_k": 5, "retrieval": "hybrid",
+        "documents-TOTAL_FORMS": "1", "documents-INITIAL_FORMS": "1"})
+
+    assert "holds vectors of its model already" in page.content.decode()
+    assert KnowledgeBase.objects.get(pk=base["id"]).embedding_model == embedding_model

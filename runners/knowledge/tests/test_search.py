@@ -12,6 +12,7 @@ from ledger.models import ModelCall
 from runners.knowledge import services, vectors
 from runners.knowledge.models import KnowledgeBase
 from runners.models import LLMModel, ModelProvider
+from runners.providers import load_calls
 from runners.runtime.process import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,3 +104,16 @@ def test_a_rerank_model_that_fails_leaves_the_candidates_in_their_own_order(know
 
     assert hits[0].text == PASSAGES[2]
     assert ModelCall.objects.get(operation="rerank").status == "error"
+
+
+def test_a_rerank_call_passes_its_provider_specific_arguments_on(embedding_model, openai_server):
+    reranker = LLMModel.objects.create(name="fake-reranker", provider=embedding_model.provider,
+                                       upstream_model="reranker", model_type="rerank")
+
+    ranked = async_to_sync(load_calls().invoke_rerank)(
+        reranker, "fuel", ["fuel here", "nothing"], call=load_calls().CallInfo(caller="test"),
+        extra={"return_documents": False, "model": "not this one"})
+
+    assert ranked[0]["index"] == 0
+    (sent,) = openai_server.calls("/rerank")
+    assert sent.body["return_documents"] is False and sent.body["model"] == "reranker"
