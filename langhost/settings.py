@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "runners",
     "runners.knowledge",
     "runners.skills",
+    "runners.webhooks",
 ]
 
 # Django's and django-csp's middleware, with their hooks run on the event loop rather than in
@@ -300,6 +301,14 @@ LANGHOST_BOX_FILE_BYTES = int(os.environ.get("LANGHOST_BOX_FILE_BYTES", 1024 * 1
 # A connection that searches a knowledge base's vectors on SQLite reads the file through a
 # memory map this large (its scan reads every vector), not through SQLite's small page cache.
 LANGHOST_SQLITE_MMAP_BYTES = int(os.environ.get("LANGHOST_SQLITE_MMAP_BYTES", 256 * 1024 * 1024))
+# Webhooks (runners/webhooks/): whether the process that owns the plugin runtime delivers
+# them in its background (else `manage.py deliver_webhooks` does), whether private and
+# loopback addresses may be called, and each delivery's time-out, attempts and first backoff.
+LANGHOST_WEBHOOK_DELIVERY = env_bool("LANGHOST_WEBHOOK_DELIVERY", True)
+LANGHOST_WEBHOOK_ALLOW_PRIVATE = env_bool("LANGHOST_WEBHOOK_ALLOW_PRIVATE", False)
+LANGHOST_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("LANGHOST_WEBHOOK_TIMEOUT_SECONDS", 10))
+LANGHOST_WEBHOOK_ATTEMPTS = int(os.environ.get("LANGHOST_WEBHOOK_ATTEMPTS", 6))
+LANGHOST_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("LANGHOST_WEBHOOK_BACKOFF_SECONDS", 2))
 # A message's files as runners get them (runners/execution/attachments.py): inline up to
 # this size, and through a link signed for the run, valid this long while the run is active.
 # The link's origin is the one the message came through, else this URL.

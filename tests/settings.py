@@ -44,3 +44,8 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
 # reap themselves.
 LANGHOST_KNOWLEDGE_INGESTION = False
 LANGHOST_REAP_STALE_RUNS = False
+
+# Webhooks: the tests' gateways deliver none in their background (the tests deliver with
+# `deliver_due`), and the tests' receivers listen on loopback.
+LANGHOST_WEBHOOK_DELIVERY = False
+LANGHOST_WEBHOOK_ALLOW_PRIVATE = True

@@ -50,7 +50,8 @@ class AgentTypeForm(forms.ModelForm):
         fields = [
             "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
             "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "skills", "box_enabled", "is_active", "runner_id",
+            "knowledge_retrieval", "skills", "box_enabled", "webhook_url", "is_active",
+            "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",
         ]

@@ -10,6 +10,7 @@ from runners.api.views import runs as run_views
 from runners.api.views import tools as mcp_views
 from runners.knowledge.api import views as knowledge_views
 from runners.skills.api import views as skill_views
+from runners.webhooks.api import views as webhook_views
 
 router = OptionalSlashRouter()
 # Runs first: Django tries the patterns in order, and starting runs is the busiest route.
@@ -49,5 +50,9 @@ langbot_urlpatterns = [
 urlpatterns = [
     path("runs/<str:run_id>/attachments/<str:token>", run_views.RunAttachmentView.as_view(),
          name="run-attachment"),
+    path("projects/<uuid:project_id>/webhook", webhook_views.ProjectWebhookView.as_view(),
+         name="project-webhook"),
+    path("projects/<uuid:project_id>/webhook/rotate-secret",
+         webhook_views.RotateSecretView.as_view(), name="project-webhook-rotate-secret"),
     *router.urls, *langbot_urlpatterns,
 ]

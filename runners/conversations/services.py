@@ -74,6 +74,8 @@ from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
 from runners.plugins.gateway import get_gateway, require_runner_sync
+from runners.webhooks import services as webhooks
+from runners.webhooks import worker as webhook_worker
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +140,8 @@ class PreparedRun:
     client_event_id: str | None = None
     # How the run ended, as the ledger recorded it then (set by `execute`).
     ended: dict | None = None
+    # Where the run's outcome is POSTed when it ends (besides its agent type's and project's).
+    webhook: str = ""
 
     @property
     def public_conversation_id(self) -> str | None:
@@ -488,9 +492,22 @@ async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIter
             async for message in messages:
                 yield message
         prepared.ended = orchestrator.outcomes.pop(prepared.run_id, None)
+        if prepared.ended and prepared.ended.get("run_id") and await sync_to_async(
+                _queue_webhooks)(prepared):
+            webhook_worker.wake()
     finally:
         if agent_pk:
             await _after_run(agent_pk, prepared.event.conversation_id)
+
+
+def _queue_webhooks(prepared: PreparedRun) -> int:
+    """The run's outcome, on its way to its webhooks: its own, its agent type's, its
+    project's."""
+    agent_type_url = (AgentType.objects.filter(instances__pk=prepared.agent.pk).values_list(
+        "webhook_url", flat=True).first() or "") if prepared.agent else ""
+    return webhooks.queue_for_run(prepared.public(prepared.ended),
+                                  prepared.event.project_id or "", prepared.webhook,
+                                  agent_type_url)
 
 
 async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> dict:

@@ -62,6 +62,10 @@ class AgentType(models.Model):
         help_text="How the built-in LLM agent uses its knowledge bases: a search with each "
                   "message before the model answers, or a search_knowledge tool the model "
                   "calls.")
+    webhook_url = models.URLField(
+        blank=True, max_length=2000,
+        help_text="Where every run of its agents reports how it ended (signed with the "
+                  "project's webhook secret).")
     skills = models.JSONField(
         default=list, blank=True,
         help_text="Names of the installed skills its agents may activate, as a JSON list.")

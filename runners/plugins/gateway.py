@@ -32,6 +32,7 @@ from runners.runtime.link import RuntimeLink
 from runners.runtime.loop_bound import Gateway, submit
 from runners.runtime.sandbox import Sandbox, sandbox_for
 from runners.runtime.worker import ChannelGateway
+from runners.webhooks import worker as webhook_worker
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,8 @@ class LocalGateway:
             self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
         if settings.LANGHOST_KNOWLEDGE_INGESTION:
             self._spawn(self._ingest_forever())  # and ingests knowledge documents
+        if settings.LANGHOST_WEBHOOK_DELIVERY:
+            self._spawn(self._deliver_forever())  # and delivers webhooks
 
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.
@@ -170,6 +173,10 @@ class LocalGateway:
     async def _reap_forever(self) -> None:
         await self.database_ready.wait()
         await liveness.reap_forever()
+
+    async def _deliver_forever(self) -> None:
+        await self.database_ready.wait()
+        await webhook_worker.deliver_forever()
 
     async def _ingest_forever(self) -> None:
         await self.database_ready.wait()

@@ -18,6 +18,7 @@ from runners.models import (
 )
 from runners.providers.lookup import model_names, unknown_models
 from runners.skills.models import Skill
+from runners.webhooks import services as webhooks
 
 
 class StringListField(serializers.ListField):
@@ -76,7 +77,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "slug", "description", "expertise", "personality_prompt",
             "primary_model", "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "skills", "box_enabled", "is_active",
+            "knowledge_retrieval", "skills", "box_enabled", "webhook_url", "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
@@ -127,6 +128,12 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 f"Unknown knowledge base id(s): {', '.join(unknown)}.")
         return ids
+
+    def validate_webhook_url(self, value):
+        try:
+            return webhooks.check_url(value) if value else ""
+        except webhooks.WebhookError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate_skills(self, value):
         names = list(dict.fromkeys(value))

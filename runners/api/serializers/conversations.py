@@ -6,7 +6,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from ledger.models import Transcript
-from runners.api.serializers.runs import RunMessageSerializer
+from runners.api.serializers.runs import RunMessageSerializer, WebhookField
 
 CONVERSATION_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 MAX_ATTACHMENTS = 20
@@ -44,6 +44,7 @@ class MessageSerializer(serializers.Serializer):
     text = serializers.CharField(max_length=20_000, required=False, allow_blank=True,
                                  trim_whitespace=False)
     attachments = AttachmentSerializer(many=True, required=False, max_length=MAX_ATTACHMENTS)
+    webhook = WebhookField()
 
 
 # --- conversations --------------------------------------------------------------------------

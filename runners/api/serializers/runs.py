@@ -11,6 +11,7 @@ from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors.runs import event_dict
 from runners.execution.protocol import EventInput
 from runners.models import RunnerDescriptor
+from runners.webhooks import services as webhooks
 
 
 class PlatformEventSerializer(RequestSerializer):
@@ -22,6 +23,21 @@ class PlatformEventSerializer(RequestSerializer):
         r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", help_text="e.g. `group.member_joined`",
         error_messages={"invalid": "Use 1-128 letters, digits, '.', '_', ':' or '-'."})
     data = serializers.DictField(required=False, default=dict)
+
+
+class WebhookField(serializers.URLField):
+    """Where the run's outcome is POSTed when it ends (signed with the project's secret)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=2000, required=False, help_text=(
+            "Where the run's outcome is POSTed when it ends, signed with the project's "
+            "webhook secret (private addresses refused)."), **kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return webhooks.check_url(super().to_internal_value(data))
+        except webhooks.WebhookError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class RunRequestSerializer(RequestSerializer):
@@ -36,6 +52,7 @@ class RunRequestSerializer(RequestSerializer):
     event_id = serializers.CharField(max_length=128, required=False)
     conversation_id = serializers.CharField(max_length=128, required=False)
     timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
+    webhook = WebhookField()
 
     def validate_input(self, value):
         text = value.get("text", "")

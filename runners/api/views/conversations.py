@@ -65,7 +65,7 @@ from runners.api.serializers.conversations import (
     MessageSerializer,
     UpdateConversationSerializer,
 )
-from runners.api.serializers.runs import BackgroundRunSerializer
+from runners.api.serializers.runs import BackgroundRunSerializer, WebhookField
 from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import AgentInstance
@@ -125,6 +125,16 @@ def _version_param(request) -> int | None:
     if version < 1:
         raise BadInput("version must be a positive integer.", field="version")
     return version
+
+
+def message_webhook(data) -> str:
+    """The message's `webhook`, checked (a 400 naming it if LangHost may not call it)."""
+    if not isinstance(data, dict) or not data.get("webhook"):
+        return ""
+    try:
+        return WebhookField().run_validation(data["webhook"])
+    except ValidationError as exc:
+        raise BadInput(str(exc.detail[0]), field="webhook") from None
 
 
 def message_parts(data) -> list[Part]:
@@ -289,10 +299,13 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
     async def messages(self, request, conversation_id=None, **kwargs):
         """Send a message; the answering agent of the tree replies (see module doc)."""
         base = request.build_absolute_uri(request.path.rsplit("/messages", 1)[0])
+        parts, webhook = message_parts(request.data), await sync_to_async(message_webhook)(
+            request.data)
         prepared = await sync_to_async(door.prepare_agent_run)(
             door.Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
-            parts=message_parts(request.data), artifact_url=f"{base}/artifacts")
+            parts=parts, artifact_url=f"{base}/artifacts")
+        prepared.webhook = webhook
         if streaming.wants_background(request):
             return await streaming.background_response(prepared)
         stream = streaming.wants_stream(request)

@@ -93,6 +93,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         serializer = RunRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         prepared = await prepare(door.Caller(request.user), serializer.validated_data)
+        prepared.webhook = serializer.validated_data.get("webhook", "")
         if streaming.wants_background(request):
             return await streaming.background_response(prepared)
         stream = streaming.wants_stream(request)

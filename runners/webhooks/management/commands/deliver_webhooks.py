@@ -1,0 +1,14 @@
+import asyncio
+
+from django.core.management.base import BaseCommand
+
+from runners.webhooks import services
+
+
+class Command(BaseCommand):
+    help = ("Send the webhook deliveries due now (where the serving process does not: "
+            "LANGHOST_WEBHOOK_DELIVERY=false).")
+
+    def handle(self, *args, **options):
+        sent = asyncio.run(services.deliver_due())
+        self.stdout.write(f"{sent} delivery attempt(s) made.")
