@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import json
 import math
-import os
 import threading
 import time
 from collections import deque
@@ -25,14 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-
-TIME_FACTOR = float(os.environ.get("LANGHOST_TEST_TIME_FACTOR", "1"))
-
-
-def scaled(seconds: float) -> float:
-    """A wall-clock limit, scaled for slow machines (`LANGHOST_TEST_TIME_FACTOR`)."""
-    return seconds * TIME_FACTOR
-
 
 EMBEDDING_DIMENSIONS = 64
 

@@ -118,7 +118,7 @@ async def test_bad_plugin_folders_fail_alone_each_with_its_own_reason(own_gatewa
     seconds = time.monotonic() - started
 
     assert "plugin:e2e/agent-runner-qa/default" in [runner.pk for runner in discovered]
-    assert seconds < scaled(5)
+    assert seconds < TIMEOUT, "discovery does not sit out its timeout for the hanging plugin"
     installations = {row.plugin_id: row async for row in PluginInstallation.objects.all()}
     assert installations["e2e/agent-runner-qa"].status == "initialized"
     for plugin_id, reason in expected.items():

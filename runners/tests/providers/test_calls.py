@@ -20,7 +20,8 @@ from ledger.models import ModelCall
 from runners.providers.calls import CallInfo, count_tokens, invoke, invoke_embedding, stream
 from runners.providers.errors import ProviderError
 from runners.tests.providers.conftest import API_KEY
-from tests.fake_providers import Reply, bag_of_words, scaled
+from tests.fake_providers import Reply, bag_of_words
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,8 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
     read_body,
     register_builtin,
 )
-from tests.fake_providers import Reply, scaled
+from tests.fake_providers import Reply
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
