@@ -305,6 +305,11 @@ LANGHOST_SQLITE_MMAP_BYTES = int(os.environ.get("LANGHOST_SQLITE_MMAP_BYTES", 25
 # them in its background (else `manage.py deliver_webhooks` does), whether private and
 # loopback addresses may be called, and each delivery's time-out, attempts and first backoff.
 LANGHOST_WEBHOOK_DELIVERY = env_bool("LANGHOST_WEBHOOK_DELIVERY", True)
+# How long a run's question to a person stays open, unless it says (at most the maximum).
+LANGHOST_INTERACTION_TTL_SECONDS = int(os.environ.get("LANGHOST_INTERACTION_TTL_SECONDS", 24 * 3600))
+LANGHOST_INTERACTION_MAX_SECONDS = int(os.environ.get("LANGHOST_INTERACTION_MAX_SECONDS", 7 * 24 * 3600))
+# The process that owns work starts queued runs whose process went away, and fires schedules.
+LANGHOST_BACKGROUND_WORK = env_bool("LANGHOST_BACKGROUND_WORK", True)
 LANGHOST_WEBHOOK_ALLOW_PRIVATE = env_bool("LANGHOST_WEBHOOK_ALLOW_PRIVATE", False)
 LANGHOST_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("LANGHOST_WEBHOOK_TIMEOUT_SECONDS", 10))
 LANGHOST_WEBHOOK_ATTEMPTS = int(os.environ.get("LANGHOST_WEBHOOK_ATTEMPTS", 6))

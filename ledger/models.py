@@ -349,3 +349,42 @@ class ModelCall(models.Model):
 
     def __str__(self):
         return f"{self.model_name} {self.status} ({self.run_id or 'no run'})"
+
+
+class Interaction(models.Model):
+    """A question a run asked a person (LangBot's `interaction.requested`): a form, a
+    confirmation or a choice, answered once before it expires. The answer starts a run of the
+    same runner (`interaction.submitted`). Only the hash of its one-time token is kept."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SUBMITTED = "submitted"
+
+    run_id = models.CharField(max_length=64, db_index=True,
+                              help_text="The run that asked.")
+    interaction_id = models.CharField(max_length=255, help_text="The runner's id for it.")
+    conversation_id = models.CharField(max_length=255)
+    project_id = models.CharField(max_length=64, blank=True, default="")
+    agent_id = models.CharField(max_length=64, blank=True, default="")
+    runner_id = models.CharField(max_length=255)
+    agent_name = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=16)
+    title = models.CharField(max_length=1000)
+    request_json = models.JSONField(help_text="The request as the runner sent it.")
+    token_hash = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    submission_json = models.JSONField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    resume_run_id = models.CharField(max_length=64, blank=True, default="",
+                                     help_text="The run its answer started.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "interaction"
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["conversation_id", "interaction_id"],
+                                name="interaction_conversation")]
+
+    def __str__(self):
+        return f"{self.title} ({self.status})"

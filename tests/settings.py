@@ -48,4 +48,5 @@ LANGHOST_REAP_STALE_RUNS = False
 # Webhooks: the tests' gateways deliver none in their background (the tests deliver with
 # `deliver_due`), and the tests' receivers listen on loopback.
 LANGHOST_WEBHOOK_DELIVERY = False
+LANGHOST_BACKGROUND_WORK = False
 LANGHOST_WEBHOOK_ALLOW_PRIVATE = True

@@ -65,15 +65,23 @@ class StartedRun:
 
     state: dict[str, dict]
     latest_cursor: str | None = None
+    # The run waits its turn in its conversation (see `promote_queued`).
+    queued: bool = False
 
 
 @sync_to_async
 def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
               scope_keys: dict[str, str],
-              history_of: tuple[str, str] | None = None) -> StartedRun:
+              history_of: tuple[str, str] | None = None, turn: str | None = None,
+              queued_event: dict | None = None) -> StartedRun:
     """Create the `running` row, the event log row and the user's transcript entry together;
     the state snapshot of `scope_keys`, and (given `history_of`, a conversation and thread)
     the latest history cursor before the new entry.
+
+    With a `turn` (`reject` or `enqueue`, see "A conversation's turns" below), a run of a
+    conversation that has an active run is refused (`ConversationBusy`) or `queued`
+    (`StartedRun.queued`: nothing else is read or written until `promote_queued`); a queued
+    row keeps `queued_event` in its metadata, for whoever starts it.
 
     The event log's unique idempotency key makes a replayed event fail here, before anything
     runs.
@@ -82,10 +90,21 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
     latest = None
     try:
         with transaction.atomic():
+            if turn and run["conversation_id"]:
+                _lock_conversation(run["conversation_id"])
+                active = _active_runs(run["conversation_id"]).values_list(
+                    "run_id", flat=True).first()
+                if active is not None:
+                    if turn == REJECT:
+                        raise ConversationBusy(active)
+                    insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
+                    insert_rows(AgentRun, [{
+                        "status": RunStatus.QUEUED, "execution_owner_id": owner_id,
+                        "lease_expires_at": _lease_end(now), **run, "metadata_json": {
+                            **run["metadata_json"], "queued_event": queued_event}}])
+                    return StartedRun({}, queued=True)
             if history_of is not None:
-                latest = Transcript.objects.filter(
-                    conversation_id=history_of[0], thread_id=history_of[1]).order_by(
-                    "-pk").values_list("pk", flat=True).first()
+                latest = _latest_entry(history_of)
             insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
             insert_rows(AgentRun, [{
                 "status": RunStatus.RUNNING, "started_at": now, "execution_owner_id": owner_id,
@@ -99,6 +118,99 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
             raise
         raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
     return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+
+
+def _latest_entry(history_of: tuple[str, str]):
+    return Transcript.objects.filter(conversation_id=history_of[0], thread_id=history_of[1]
+                                     ).order_by("-pk").values_list("pk", flat=True).first()
+
+
+# --- A conversation's turns -------------------------------------------------------------------
+#
+# With a multitask strategy, a conversation has one active run at a time. A run that arrives
+# while another is active is refused (`reject`) or waits as a `queued` row (`enqueue`) until
+# every run before it in the conversation has ended, in arrival order. The rows are the
+# queue: it holds across processes and restarts. Deciding and inserting happen in one
+# transaction under the conversation's lock (an advisory lock on PostgreSQL; SQLite's
+# IMMEDIATE transactions take turns anyway).
+
+REJECT, ENQUEUE = "reject", "enqueue"
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class ConversationBusy(Exception):
+    """The conversation has an active run, `run_id`, and the strategy refuses another."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"The conversation is busy with run {run_id}.")
+
+
+def _lock_conversation(conversation_id: str) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           [f"conversation:{conversation_id}"])
+
+
+def _active_runs(conversation_id: str):
+    return AgentRun.objects.filter(conversation_id=conversation_id,
+                                   status__in=ACTIVE_STATUSES).order_by("id")
+
+
+@sync_to_async
+def active_runs(conversation_id: str) -> list[str]:
+    """The conversation's queued and running runs, oldest first."""
+    return list(_active_runs(conversation_id).values_list("run_id", flat=True))
+
+
+@sync_to_async
+def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
+                   scope_keys: dict[str, str],
+                   history_of: tuple[str, str] | None = None,
+                   deadline_at: datetime | None = None) -> StartedRun | str | None:
+    """The queued run's turn, if it came: it is `running` from now on (its message joins the
+    transcript now, after the replies of the runs before it; its deadline counts from now)
+    and starts from the returned snapshot. None while a run before it is active; the run's status when it is no longer
+    queued (cancelled meanwhile)."""
+    now = timezone.now()
+    with transaction.atomic():
+        row = AgentRun.objects.filter(run_id=run_id).values(
+            "id", "status", "conversation_id", "execution_owner_id").first()
+        if row is None or row["status"] != RunStatus.QUEUED:
+            return row["status"] if row else RunStatus.CANCELLED
+        if row["execution_owner_id"] != owner_id:
+            return RunStatus.QUEUED  # adopted by another process: it waits for it now
+        _lock_conversation(row["conversation_id"])
+        if _active_runs(row["conversation_id"]).filter(id__lt=row["id"]).exists():
+            return None
+        latest = _latest_entry(history_of) if history_of is not None else None
+        promoted = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED,
+                                           execution_owner_id=owner_id).update(
+            status=RunStatus.RUNNING, started_at=now, execution_owner_id=owner_id,
+            lease_expires_at=_lease_end(now), updated_at=now, deadline_at=deadline_at)
+        if not promoted:
+            return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).get()
+        if user_transcript:
+            insert_rows(Transcript, [user_transcript])
+    return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+
+
+def orphaned_queued_runs_sync(now=None) -> list[AgentRun]:
+    """Queued runs nobody waits for: their process of this host is gone, or their lease ran
+    out."""
+    now = now or timezone.now()
+    queued = AgentRun.objects.filter(status=RunStatus.QUEUED).order_by("id")
+    return [run for run in queued[:500] if owners.owner_is_gone(run.execution_owner_id)
+            or (run.lease_expires_at is not None and run.lease_expires_at < now)]
+
+
+def adopt_queued_sync(run_id: str, previous_owner: str, owner_id: str) -> bool:
+    """Make a queued run `owner_id`'s to wait for, unless another process adopted it first."""
+    return bool(AgentRun.objects.filter(
+        run_id=run_id, status=RunStatus.QUEUED, execution_owner_id=previous_owner).update(
+        execution_owner_id=owner_id, lease_expires_at=_lease_end(timezone.now()),
+        updated_at=timezone.now()))
 
 
 @dataclass
@@ -201,6 +313,9 @@ def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:
     AgentRun.objects.filter(run_id=run_id, cancel_requested_at__isnull=True).exclude(
         status__in=TERMINAL_STATUSES
     ).update(cancel_requested_at=now, status_reason=reason or "cancel_requested", updated_at=now)
+    # Nobody executes a queued run yet: it ends now (whoever waits for it sees so).
+    AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.CANCELLED, finished_at=now, updated_at=now, lease_expires_at=None)
     run = AgentRun.objects.filter(run_id=run_id).first()
     if run is not None and run.status == RunStatus.RUNNING and (
             owners.owner_is_gone(run.execution_owner_id)
@@ -220,9 +335,10 @@ def _lease_end(now):
 
 @sync_to_async
 def renew_leases(owner_id: str, run_ids: list[str]) -> int:
-    """Keep the runs a process executes (still `running`, still its own) from being reaped."""
+    """Keep the runs a process executes or waits to execute (still active, still its own)
+    from being reaped or adopted."""
     return AgentRun.objects.filter(
-        run_id__in=run_ids, execution_owner_id=owner_id, status=RunStatus.RUNNING
+        run_id__in=run_ids, execution_owner_id=owner_id, status__in=ACTIVE_STATUSES
     ).update(lease_expires_at=_lease_end(timezone.now()))
 
 

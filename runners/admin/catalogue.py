@@ -49,8 +49,10 @@ class AgentTypeForm(forms.ModelForm):
         model = AgentType
         fields = [
             "name", "slug", "description", "expertise", "personality_prompt", "primary_model",
-            "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "skills", "box_enabled", "webhook_url", "is_active",
+            "fallback_models", "model_params", "mcp_servers", "tools_requiring_approval",
+            "knowledge_bases",
+            "knowledge_retrieval", "skills", "box_enabled", "webhook_url", "multitask_strategy",
+            "is_active",
             "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts",

@@ -14,6 +14,8 @@ STATUS_FOR = {
     refusals.Unroutable: status.HTTP_409_CONFLICT,
     refusals.RunnerUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     refusals.StorageFailed: status.HTTP_503_SERVICE_UNAVAILABLE,
+    refusals.AlreadyAnswered: status.HTTP_409_CONFLICT,
+    refusals.Expired: status.HTTP_410_GONE,
 }
 
 

@@ -15,8 +15,9 @@ from ledger import wire
 from ledger.wire import ndjson
 from runners.api.serializers.conversations import MessageOutcomeSerializer
 from runners.api.serializers.runs import BackgroundRunSerializer, RunOutcomeSerializer
+from runners.conversations import background
 from runners.conversations import services as door
-from runners.execution.orchestrator import RunRefused
+from runners.execution.orchestrator import ConversationBusy, RunRefused
 
 
 def wants_stream(request) -> bool:
@@ -27,14 +28,21 @@ def wants_background(request) -> bool:
     return request.query_params.get("background") in {"1", "true", "yes"}
 
 
+def refused_status(exc: RunRefused) -> int:
+    """409 for a conversation busy with another run, 503 for a run that cannot start now."""
+    return (status.HTTP_409_CONFLICT if isinstance(exc, ConversationBusy)
+            else status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
 async def background_response(prepared: door.PreparedRun) -> HttpResponse:
-    """202 with the run started apart from the request (`door.start_in_background`); 503
-    with a `run.refused` frame if it could not start."""
+    """202 with the run started apart from the request (`background.start_in_background`),
+    `queued` while it waits its turn in its conversation; 409 or 503 with a `run.refused`
+    frame if it could not start."""
     try:
-        started = await door.start_in_background(prepared)
+        started = await background.start_in_background(prepared)
     except RunRefused as exc:
         return HttpResponse(wire.dumps(refused_frame(exc)), content_type="application/json",
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE)
+                            status=refused_status(exc))
     return HttpResponse(wire.dumps(_BACKGROUND.to_representation(started)),
                         content_type="application/json", status=status.HTTP_202_ACCEPTED)
 
@@ -47,6 +55,9 @@ async def response(body, stream: bool, prepared: door.PreparedRun):
                                      content_type="application/x-ndjson")
     async with aclosing(body):
         outcome = [chunk async for chunk in body][-1]
+    if outcome.get("type") == "run.refused":
+        return HttpResponse(wire.dumps(outcome), content_type="application/json",
+                            status=outcome.pop("http_status"))
     replayed = outcome.get("run_id") not in (None, prepared.run_id) \
         and outcome.get("status") != "steered"
     return HttpResponse(wire.dumps(outcome), content_type="application/json",
@@ -72,6 +83,8 @@ def started_frame(prepared: door.PreparedRun, agent_name: str | None = None) -> 
 
 def refused_frame(exc: RunRefused, agent_name: str | None = None) -> dict:
     frame = {"type": "run.refused", "detail": str(exc)}
+    if isinstance(exc, ConversationBusy):
+        frame["active_run_id"] = exc.run_id
     return {**frame, "agent": agent_name} if agent_name is not None else frame
 
 
@@ -87,7 +100,8 @@ async def run_body(prepared: door.PreparedRun, stream: bool):
             yield ndjson(message.as_dict())
         yield ndjson({"type": "run.finished", **run_outcome(await door.outcome(prepared))})
     except RunRefused as exc:
-        yield ndjson(refused_frame(exc)) if stream else refused_frame(exc)
+        yield ndjson(refused_frame(exc)) if stream else {**refused_frame(exc),
+                                                         "http_status": refused_status(exc)}
 
 
 def reply_of(message_data: dict | None) -> dict | None:
@@ -126,4 +140,4 @@ async def message_body(prepared: door.PreparedRun, stream: bool):
         yield ndjson({"type": "run.finished", **body}) if stream else body
     except RunRefused as exc:
         frame = refused_frame(exc, agent_name)
-        yield ndjson(frame) if stream else frame
+        yield ndjson(frame) if stream else {**frame, "http_status": refused_status(exc)}

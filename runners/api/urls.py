@@ -1,9 +1,10 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from langhost.api import UUID, OptionalSlashRouter
 from runners.api.langbot import views as langbot_views
 from runners.api.views import catalogue as views
 from runners.api.views import conversations as conversation_views
+from runners.api.views import interactions as interaction_views
 from runners.api.views import plugin_tools as tool_views
 from runners.api.views import providers as provider_views
 from runners.api.views import runs as run_views
@@ -26,6 +27,8 @@ router.register(f"{_AGENT}/conversations", conversation_views.ConversationViewSe
                 basename="agent-conversation")
 router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/artifacts",
                 conversation_views.ArtifactViewSet, basename="conversation-artifact")
+router.register(f"{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions",
+                interaction_views.InteractionViewSet, basename="conversation-interaction")
 router.register("tools", tool_views.ToolViewSet, basename="tool")
 router.register("model-providers", provider_views.ModelProviderViewSet, basename="model-provider")
 router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
@@ -39,6 +42,10 @@ router.register(f"{_PROJECT}/knowledge-bases/(?P<knowledge_base_id>{UUID})/docum
 
 # The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
 langbot_urlpatterns = [
+    # An answer is a POST to the question's own URL (a router maps POST to the list only).
+    re_path(f"^{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions/"
+            "(?P<interaction_id>[^/]+)/?$", interaction_views.InteractionViewSet.as_view(
+                {"get": "retrieve", "post": "answer"}), name="conversation-interaction-answer"),
     path("user/init", langbot_views.UserInitView.as_view(), name="langbot-user-init"),
     path("user/auth", langbot_views.UserAuthView.as_view(), name="langbot-user-auth"),
     path("pipelines/_/metadata", langbot_views.PipelineMetadataView.as_view(),
@@ -48,6 +55,10 @@ langbot_urlpatterns = [
 ]
 
 urlpatterns = [
+    # An answer is a POST to the question's own URL (a router maps POST to the list only).
+    re_path(f"^{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions/"
+            "(?P<interaction_id>[^/]+)/?$", interaction_views.InteractionViewSet.as_view(
+                {"get": "retrieve", "post": "answer"}), name="conversation-interaction-answer"),
     path("runs/<str:run_id>/attachments/<str:token>", run_views.RunAttachmentView.as_view(),
          name="run-attachment"),
     path("projects/<uuid:project_id>/webhook", webhook_views.ProjectWebhookView.as_view(),

@@ -53,3 +53,11 @@ class TooManyRuns(Refused):
     def __init__(self, detail: str, *, retry_after: int):
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class AlreadyAnswered(Refused):
+    """The interaction was answered before: each is answered once."""
+
+
+class Expired(Refused):
+    """The interaction expired before it was answered."""

@@ -16,7 +16,6 @@ caller used is a different event, and a conversation id names only the caller's 
 conversation with that agent.
 """
 
-import asyncio
 import fnmatch
 import hashlib
 import logging
@@ -32,6 +31,7 @@ from urllib.parse import quote
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
+from langbot_plugin.api.entities.builtin.runner.interaction import INTERACTION_SUBMITTED_EVENT
 from rest_framework.throttling import UserRateThrottle
 
 from ledger import wire
@@ -69,7 +69,13 @@ from runners.conversations.input import (
     new_invocation_id,
 )
 from runners.execution import bindings, registry
-from runners.execution.orchestrator import Orchestrator, new_run_id
+from runners.execution.orchestrator import (
+    ENQUEUE,
+    MULTITASK_STRATEGIES,
+    STEER,
+    Orchestrator,
+    new_run_id,
+)
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
@@ -142,6 +148,11 @@ class PreparedRun:
     ended: dict | None = None
     # Where the run's outcome is POSTed when it ends (besides its agent type's and project's).
     webhook: str = ""
+    # What the message does if its conversation has an active run (`MULTITASK_STRATEGIES`);
+    # None: steer a run that takes it, else run beside.
+    multitask: str | None = None
+    # The run's row waits in its conversation already (adopted from a process gone away).
+    queued: bool = False
 
     @property
     def public_conversation_id(self) -> str | None:
@@ -308,6 +319,8 @@ def require_usage(descriptor, event_type: str) -> None:
     that platform event); any other event a runner declared for it."""
     if event_type == MESSAGE_EVENT and answers_messages(descriptor):
         return
+    if event_type == INTERACTION_SUBMITTED_EVENT:
+        return  # a runner that asked takes the answer
     if not takes_event(descriptor, event_type):
         what = "messages" if event_type == MESSAGE_EVENT else f"'{event_type}' events"
         raise InvalidInput(f"Runner '{descriptor.id}' is declared for {descriptor.usages} "
@@ -348,13 +361,32 @@ def message_text(event_type: str, data: dict | None, event_input: dict | None) -
     return {**(event_input or {}), "text": " ".join(texts)} if texts else event_input
 
 
+def multitask_strategy(agent_type: AgentType | None, descriptor, requested: str | None) -> str:
+    """What a message does while its conversation has an active run: the request's strategy,
+    else its agent type's, else `steer` for a runner that steers and `enqueue` for others."""
+    steers = bool((descriptor.capabilities or {}).get("steering"))
+    if requested and requested not in MULTITASK_STRATEGIES:
+        raise InvalidInput(f"'{requested}' is not one of {', '.join(MULTITASK_STRATEGIES)}.",
+                           field="multitask_strategy")
+    if requested == STEER and not steers:
+        raise InvalidInput(f"Runner '{descriptor.id}' does not declare steering: a message "
+                           "cannot join its active run.", field="multitask_strategy")
+    chosen = requested or (agent_type.multitask_strategy if agent_type else "")
+    if not chosen or (chosen == STEER and not steers):
+        return STEER if steers else ENQUEUE
+    return chosen
+
+
 def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
                       conversation_id: str | None = None, parts: list[Part] | None = None,
                       event_input: dict | None = None, event_id: str | None = None,
                       timeout: float | None = None, source: str = "api",
                       artifact_url: str | None = None, event_type: str = MESSAGE_EVENT,
-                      event_data: dict | None = None) -> PreparedRun:
-    """Everything before an agent answers: who may, which agent of its tree, which runner.
+                      event_data: dict | None = None,
+                      multitask: str | None = None) -> PreparedRun:
+    """Everything before an agent answers: who may, which agent of its tree, which runner,
+    and what the message does if its conversation has an active run (`multitask`: the
+    request's strategy, if it names one).
 
     The input is either message `parts` (inline files saved as artifacts of the conversation)
     or an already built `event_input`.
@@ -368,6 +400,8 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
     tree, node = answering_node(agent, ledger_conversation)
     binding = node_binding(agent, tree, node, ledger_conversation, timeout)
     descriptor = require_available(binding.runner_id, event_type)
+    strategy = (multitask_strategy(agent.agent_type, descriptor, multitask)
+                if ledger_conversation and event_type == MESSAGE_EVENT else None)
 
     invocation_id = new_invocation_id()
     if parts is not None:
@@ -387,7 +421,8 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
                                  conversation_id=ledger_conversation),
     )
     return PreparedRun(event=event, binding=binding, agent=agent, agent_name=node.name,
-                       conversation=conversation, client_event_id=event_id)
+                       conversation=conversation, client_event_id=event_id,
+                       multitask=strategy)
 
 
 def _saved_input(caller, agent, conversation, parts, invocation_id, artifact_url) -> dict:
@@ -416,7 +451,8 @@ async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
                        timeout: float | None = None, source: str = "api",
                        event_type: str | None = None, event_data: dict | None = None,
                        runner_config: dict | None = None,
-                       binding_prefix: str = "api") -> PreparedRun:
+                       binding_prefix: str = "api",
+                       multitask: str | None = None) -> PreparedRun:
     """A run of a runner or a stored binding, named directly: superusers and the operator.
 
     Async, as its callers are: only a stored binding is read from the database, and the
@@ -444,6 +480,9 @@ async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
         raise InvalidInput(str(exc), field="runner_id") from exc
     event_type = event_type or MESSAGE_EVENT
     require_usage(descriptor, event_type)
+    # A runner named directly keeps today's way (steer, else beside) unless asked otherwise.
+    strategy = (multitask_strategy(None, descriptor, multitask)
+                if multitask and conversation_id and event_type == MESSAGE_EVENT else None)
     event_input = message_text(event_type, event_data, event_input)
     actor, event_id = caller.actor, event_id or f"evt-{uuid.uuid4()}"
     event = AgentEventEnvelope(
@@ -452,7 +491,8 @@ async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
         source=source, data=platform_event_data(
             descriptor, event_type, event_data, text=(event_input or {}).get("text"),
             event_id=event_id, actor=actor, conversation_id=conversation_id))
-    return PreparedRun(event=event, binding=binding, client_event_id=event_id)
+    return PreparedRun(event=event, binding=binding, client_event_id=event_id,
+                       multitask=strategy)
 
 
 # --- running it -----------------------------------------------------------------------------
@@ -488,7 +528,9 @@ async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIter
         async with aclosing(orchestrator.run(prepared.event, prepared.binding,
                                              run_id=prepared.run_id,
                                              agent_name=prepared.agent_name,
-                                             wait_durable=wait_durable)) as messages:
+                                             wait_durable=wait_durable,
+                                             multitask=prepared.multitask,
+                                             queued=prepared.queued)) as messages:
             async for message in messages:
                 yield message
         prepared.ended = orchestrator.outcomes.pop(prepared.run_id, None)
@@ -531,39 +573,3 @@ async def run_to_end(prepared: PreparedRun) -> dict:
     """Run and collect: the outcome with every delivered message."""
     messages = [message.as_dict() async for message in execute(prepared, wait_durable=False)]
     return await outcome(prepared, messages)
-
-
-# Background runs, referenced until they end (the loop keeps only weak references to tasks).
-_background: set[asyncio.Task] = set()
-# How long a background start waits for its run's row (looked for at this pace) before it
-# answers with the run queued.
-BACKGROUND_START_SECONDS = 30.0
-BACKGROUND_POLL_SECONDS = 0.02
-
-
-async def start_in_background(prepared: PreparedRun) -> dict:
-    """Start the run on this process's loop, apart from the request: it goes on when the
-    caller leaves, and ends in the ledger as any run does (a shutdown cancels it as it does
-    the others). Returns once its row exists, with `{run_id, status, conversation_id,
-    event_id}`; the outcome of a run that ended already (a replayed event, a message
-    absorbed by steering). Raises RunRefused if the run cannot start."""
-    task = asyncio.create_task(run_to_end(prepared))
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-    give_up = asyncio.get_running_loop().time() + BACKGROUND_START_SECONDS
-    while not task.done():
-        status = await run_selectors.run_status(prepared.run_id)
-        if status is not None:
-            return prepared.public({"run_id": prepared.run_id, "status": status,
-                                    "conversation_id": prepared.event.conversation_id,
-                                    "event_id": prepared.event.event_id})
-        if asyncio.get_running_loop().time() > give_up:
-            break
-        await asyncio.sleep(BACKGROUND_POLL_SECONDS)
-    if task.done():
-        return task.result()  # the refusal, if it was refused
-    # Slow to start (a runtime restarting): it goes on; the caller follows its id.
-    return prepared.public({"run_id": prepared.run_id, "status": "queued",
-                            "conversation_id": prepared.event.conversation_id,
-                            "event_id": prepared.event.event_id})
-

@@ -67,6 +67,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "fallback_models": agent_type.fallback_models,
         "model_params": agent_type.model_params,
         "mcp_servers": agent_type.mcp_servers,
+        "requires_approval": agent_type.tools_requiring_approval,
         "knowledge_bases": agent_type.knowledge_bases,
         "knowledge_retrieval": agent_type.knowledge_retrieval,
         "box": agent_type.box_enabled,

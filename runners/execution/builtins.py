@@ -46,7 +46,8 @@ BUILTIN_RUNNERS = {
         "description": {"en_US": "The agent type's persona answering through its models, "
                                  "with its MCP and plugin tools, its knowledge bases, "
                                  "fallback and transfer_to_agent in agent trees."},
-        "capabilities": {"streaming": True, "tool_calling": True},
+        # It asks the user before running a tool its type marks `requires_approval`.
+        "capabilities": {"streaming": True, "tool_calling": True, "interactions": True},
         # Its context lists the models and tools it may call, like a plugin runner's.
         "permissions": {"models": ["invoke", "stream", "count_tokens"],
                         "tools": ["detail", "call"], "knowledge_bases": ["list", "retrieve"]},

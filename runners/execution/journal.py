@@ -141,9 +141,11 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
                     agent_name: str, owner_id: str,
                     grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
-                    knowledge: list[dict] = (), skills: list[dict] = ()) -> ledger.StartedRun:
+                    knowledge: list[dict] = (), skills: list[dict] = (),
+                    turn: str | None = None) -> ledger.StartedRun:
     """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`
-    and, for a runner that may page the history, its latest cursor.
+    and, for a runner that may page the history, its latest cursor. With a `turn`, a run of a
+    busy conversation is refused or queued instead (`ledger.start_run`).
 
     Raises `ledger.DuplicateEvent` when the event was received before.
     """
@@ -166,9 +168,24 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
         user_transcript=user_transcript_row(event),
         owner_id=owner_id,
         scope_keys={scope: info["scope_key"] for scope, info in scopes.items()},
-        history_of=(event.conversation_id, event.thread_id or "")
-        if apis.get("history_page") else None,
+        history_of=_history_of(event, apis),
+        turn=turn,
+        # A queued run keeps its event: another process starts it if this one goes away.
+        queued_event=event.model_dump(mode="json") if turn else None,
     )
+
+
+def _history_of(event: AgentEventEnvelope, apis) -> tuple[str, str] | None:
+    return (event.conversation_id, event.thread_id or "") if apis.get("history_page") else None
+
+
+async def promote_queued(run_id: str, event: AgentEventEnvelope, apis, scopes: dict,
+                         owner_id: str, deadline: float | None) -> ledger.StartedRun | str | None:
+    """The queued run's turn, if it came (see `ledger.promote_queued`)."""
+    return await ledger.promote_queued(
+        run_id, owner_id, user_transcript_row(event),
+        {scope: info["scope_key"] for scope, info in scopes.items()}, _history_of(event, apis),
+        datetime.fromtimestamp(deadline, UTC) if deadline else None)
 
 
 def input_record(event: AgentEventEnvelope) -> dict:

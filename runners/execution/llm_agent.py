@@ -40,7 +40,7 @@ from runners.catalogue.agent_routing import (
     transfer_targets,
 )
 from runners.catalogue.trees import build_tree
-from runners.execution import box_tools, skill_tools, tool_calls
+from runners.execution import box_tools, skill_tools, tool_approval, tool_calls
 from runners.execution.bindings import agent_runner_config
 from runners.execution.conversation_files import (
     LOAD_TOOL,
@@ -233,10 +233,39 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     skills = await Skills.for_run(context, workspace)
     if skills is not None and ACTIVATE_TOOL not in granted:
         offered.append(skills.tool())
+
+    async def answer_calls(asked: dict[str, dict], refused: set = frozenset()):
+        """Run the model's tool calls (those the user refused are answered so), each
+        recorded, its answer added to the history the model reads next."""
+        for call_id, entry in asked.items():
+            name, args = entry["name"], _arguments(entry)
+            if name in refused:
+                items = _host_call(result, name, call_id, args, _refuse, (ToolRefused,))
+            elif name == SEARCH_TOOL and knowledge is not None:
+                items = _host_call(result, name, call_id, args, knowledge.answer,
+                                   (SearchError,))
+            elif name == LOAD_TOOL and files is not None:
+                items = _host_call(result, name, call_id, args, files.load, (ArtifactError,))
+            elif name in box_tools.NAMES and workspace is not None:
+                items = _host_call(result, name, call_id, args,
+                                   functools.partial(box_tools.call, workspace, name),
+                                   box_tools.FAILURES)
+            elif name == ACTIVATE_TOOL and skills is not None:
+                items = _host_call(result, name, call_id, args, skills.activate,
+                                   skill_tools.FAILURES)
+            else:
+                items = _tool_call(result, granted, call_id, entry, call.deadline)
+            async for item in items:
+                if "role" in item:  # the tool message for the model
+                    history.append(item)
+                else:
+                    yield item
+
     try:
         turn = await _turn(config)
         history = await _history(conversation_id, (context.get("input") or {}).get("text") or "",
                                  files, VISION in (turn.models[0].abilities or []))
+        known = len(history)  # the transcript's; what the run adds follows
         found = ""
         if knowledge is not None and knowledge.automatic:
             async for item in _host_call(result, SEARCH_TOOL, AUTO_CALL_ID, {
@@ -247,6 +276,14 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                 else:
                     yield item
         handovers = steps = 0
+        resumed = tool_approval.answered(context)
+        if resumed is not None:  # the user answered: the waiting calls, then the model again
+            yield result("state.updated", tool_approval.cleared())
+            if resumed["agent"] != turn.config.get("name") and call.agent_id:
+                turn = await _handed_over(call.agent_id, resumed["agent"])
+            history = [*history, *resumed["messages"]]
+            async for item in answer_calls(resumed["calls"], set(resumed["refused"])):
+                yield item
         while True:
             text, calls = "", {}
             params = dict(turn.config.get("model_params") or {})
@@ -305,27 +342,17 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                 {"id": call_id, "type": "function",
                  "function": {"name": entry["name"], "arguments": entry["arguments"] or "{}"}}
                 for call_id, entry in asked.items()]}]
-            for call_id, entry in asked.items():
-                name, args = entry["name"], _arguments(entry)
-                if name == SEARCH_TOOL and knowledge is not None:
-                    items = _host_call(result, name, call_id, args, knowledge.answer,
-                                       (SearchError,))
-                elif name == LOAD_TOOL and files is not None:
-                    items = _host_call(result, name, call_id, args, files.load, (ArtifactError,))
-                elif name in box_tools.NAMES and workspace is not None:
-                    items = _host_call(result, name, call_id, args,
-                                       functools.partial(box_tools.call, workspace, name),
-                                       box_tools.FAILURES)
-                elif name == ACTIVATE_TOOL and skills is not None:
-                    items = _host_call(result, name, call_id, args, skills.activate,
-                                       skill_tools.FAILURES)
-                else:
-                    items = _tool_call(result, granted, call_id, entry, call.deadline)
-                async for item in items:
-                    if "role" in item:  # the tool message for the model
-                        history.append(item)
-                    else:
-                        yield item
+            waiting = tool_approval.needing_approval(turn.config, asked)
+            if waiting:  # asked for, the run ends; the answer's run goes on from here
+                yield result("action.requested", tool_approval.request(context["run_id"],
+                                                                       waiting, asked))
+                yield result("state.updated", tool_approval.saved(
+                    context["run_id"], turn.config.get("name") or "", history[known:], asked,
+                    waiting))
+                yield result("run.completed", {"finish_reason": "interaction"}, usage)
+                return
+            async for item in answer_calls(asked):
+                yield item
             if skills is not None and skills.changed:  # kept for the conversation's next run
                 skills.changed = False
                 yield result("state.updated", skills.state())
@@ -339,6 +366,14 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
         if not code.startswith("model."):
             code, error = "model.unavailable", str(exc)
         yield result("run.failed", {"error": error, "code": code}, usage)
+
+
+class ToolRefused(Exception):
+    pass
+
+
+async def _refuse(args: dict):
+    raise ToolRefused(tool_approval.REFUSED)
 
 
 def _arguments(entry: dict) -> dict | None:

@@ -13,12 +13,13 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pydantic
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 
 from ledger import wire
-from ledger.models import EventSource, RunStatus
+from ledger.models import TERMINAL_STATUSES, EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.catalogue.agent_routing import TRANSFER_TOOL
@@ -28,6 +29,7 @@ from runners.execution import (
     context,
     deltas,
     grants,
+    interactions,
     journal,
     registry,
     reply_files,
@@ -70,6 +72,31 @@ class RunRefused(Exception):
     """The run could not start (unknown runner, bad binding); nothing was recorded."""
 
 
+class ConversationBusy(RunRefused):
+    """The conversation has an active run, `run_id`, and the message's strategy is `reject`."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"The conversation is busy with run {run_id}; its strategy rejects "
+                         "another message meanwhile.")
+
+
+# What a message does when its conversation has an active run: wait for it to end (enqueue),
+# be refused (reject), cancel it and then run (interrupt), or join it (steer: for runners
+# that declare steering).
+ENQUEUE, REJECT, INTERRUPT, STEER = "enqueue", "reject", "interrupt", "steer"
+MULTITASK_STRATEGIES = (ENQUEUE, REJECT, INTERRUPT, STEER)
+# How often a queued run looks whether its turn came.
+TURN_POLL_SECONDS = 0.05
+
+
+def _turn(multitask: str | None) -> str | None:
+    """The ledger's part of a strategy: refuse, or queue behind the active run."""
+    if multitask is None:
+        return None
+    return ledger.REJECT if multitask == REJECT else ledger.ENQUEUE
+
+
 class ProtocolError(Exception):
     """The runner broke the result protocol; the run fails with this reason."""
 
@@ -95,13 +122,21 @@ class Orchestrator:
 
     async def run(self, event: AgentEventEnvelope, binding: AgentBinding, *,
                   run_id: str | None = None, agent_name: str = "",
-                  wait_durable: bool = True) -> AsyncIterator[RunMessage]:
+                  wait_durable: bool = True, multitask: str | None = None,
+                  queued: bool = False) -> AsyncIterator[RunMessage]:
         """Messages once committed; without `wait_durable` (a caller showing nothing before the
-        end) as they come, the run still ending once all is committed."""
+        end) as they come, the run still ending once all is committed.
+
+        `multitask` is what a message does when its conversation has an active run (see
+        `MULTITASK_STRATEGIES`); without one it steers a run that takes it, or runs beside.
+        `queued`: the run's row waits in its conversation already (adopted from a process
+        that went away).
+        """
         run_id = run_id or new_run_id()
         descriptor = await self._descriptor(binding.runner_id)
         process = host_process()
-        claimed_by = await steering.try_steer(event, binding, descriptor)
+        claimed_by = (await steering.try_steer(event, binding, descriptor)
+                      if multitask in (None, STEER) and not queued else None)
         if claimed_by:
             # The message joined an active run: no run of its own, the caller learns which.
             yield RunMessage(claimed_by, 0, "steering.queued",
@@ -116,14 +151,24 @@ class Orchestrator:
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
+        if multitask == INTERRUPT and event.conversation_id:
+            for active in await ledger.active_runs(event.conversation_id):
+                await self.cancel(active, "interrupted: a new message arrived")
         try:
-            started = await journal.start_run(run_id, event, binding, descriptor, apis, scopes,
-                                              deadline, agent_name, process.owner_id, models,
-                                              tools, knowledge, skills)
+            started = None if queued else await journal.start_run(
+                run_id, event, binding, descriptor, apis, scopes, deadline, agent_name,
+                process.owner_id, models, tools, knowledge, skills, turn=_turn(multitask))
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
             return
+        except ledger.ConversationBusy as busy:
+            raise ConversationBusy(busy.run_id) from None
+        if started is None or started.queued:
+            started = await self._wait_turn(run_id, event, apis, scopes, timeout)
+            if started is None:
+                return
+            deadline = time.time() + timeout if timeout else None
         state = RunState(run_id=run_id, event=event, binding=binding, descriptor=descriptor,
                          scopes=scopes, deadline=deadline, agent_name=agent_name,
                          calls_models=bool(models.models),
@@ -163,6 +208,34 @@ class Orchestrator:
         run = (self.outcomes.pop(run_id, None)
                or await readers.run_outcome_for_event(event.ledger_key))
         return {**run, "messages": messages}
+
+    async def _wait_turn(self, run_id: str, event: AgentEventEnvelope, apis, scopes: dict,
+                         timeout: float | None) -> ledger.StartedRun | None:
+        """Wait until the queued run's turn in its conversation came; None when it ended
+        meanwhile (cancelled: its outcome is recorded). A caller that goes away cancels it."""
+        process = host_process()
+        process.run_waiting(run_id)
+        try:
+            while True:
+                started = await journal.promote_queued(
+                    run_id, event, apis, scopes, process.owner_id,
+                    time.time() + timeout if timeout else None)
+                if isinstance(started, ledger.StartedRun):
+                    return started
+                if started is not None:  # cancelled meanwhile, or adopted by another process
+                    ended = await sync_to_async(readers.run_outcome_sync)(run_id)
+                    self.outcomes[run_id] = ended
+                    if started in TERMINAL_STATUSES:
+                        await self._publish(run_id, [wire.run_status(
+                            run_id=run_id, status=ended["status"],
+                            status_reason=ended["status_reason"], sequence=0)])
+                    return None
+                await asyncio.sleep(TURN_POLL_SECONDS)
+        except (GeneratorExit, asyncio.CancelledError):
+            await ledger.request_cancel(run_id, "consumer_cancelled")
+            raise
+        finally:
+            process.run_ended(run_id)
 
     @staticmethod
     async def cancel(run_id: str, reason: str = "cancelled by request"):
@@ -324,6 +397,10 @@ class Orchestrator:
                                transcript=transcript, finish=terminal)
         if completed is not None:
             return completed
+        if type_ == "action.requested" and interactions.is_interaction(data):
+            frame = await interactions.requested(state, data.get("payload") or {})
+            return RunMessage(state.run_id, message.sequence, interactions.FRAME_TYPE,
+                              frame) if frame else None
         return message if type_ in DELIVERED_TYPES else None
 
     @staticmethod

@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any, Literal
 
+from langbot_plugin.api.entities.builtin.runner.interaction import InteractionSubmission
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TRIGGER_SOURCES = {"platform", "webui", "api", "scheduler", "system", "host_adapter"}
@@ -51,6 +52,8 @@ class EventInput(BaseModel):
     text: str | None = Field(default=None, max_length=200_000)
     contents: list[dict[str, Any]] = Field(default_factory=list)
     attachments: list[Attachment] = Field(default_factory=list)
+    # The answer to the run's question, when the event is `interaction.submitted`.
+    interaction: InteractionSubmission | None = None
 
     @field_validator("contents")
     @classmethod

@@ -15,6 +15,7 @@ from runners.models.catalogue import (
     AgentType,
     InvalidTransition,
     KnowledgeRetrieval,
+    MultitaskStrategy,
     SubAgent,
 )
 from runners.models.plugin_tools import ToolDescriptor
@@ -29,7 +30,7 @@ from runners.models.tools import McpServer
 
 __all__ = [
     "DEFAULT_RUNNER_ID", "LLM_AGENT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
-    "KnowledgeRetrieval", "LLMModel", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
+    "KnowledgeRetrieval", "LLMModel", "MultitaskStrategy", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
     "ToolDescriptor",
     "McpServer",

@@ -20,6 +20,16 @@ class KnowledgeRetrieval(models.TextChoices):
     AUTO = "auto", "Search before each answer"
 
 
+class MultitaskStrategy(models.TextChoices):
+    """What a message does when its conversation has an active run."""
+
+    AUTO = "", "Steer if the runner steers, else enqueue"
+    ENQUEUE = "enqueue", "Enqueue: run once the active run ended"
+    REJECT = "reject", "Reject: refuse the message"
+    INTERRUPT = "interrupt", "Interrupt: cancel the active run, then run"
+    STEER = "steer", "Steer: join the active run (runners that steer)"
+
+
 class AgentType(models.Model):
     """A kind of agent in the catalogue: persona, models, and the runner that executes it.
 
@@ -53,6 +63,10 @@ class AgentType(models.Model):
         default=list, blank=True,
         help_text="Names of the MCP servers (MCP servers in the admin) whose tools it may use, "
                   "as a JSON list.")
+    tools_requiring_approval = models.JSONField(
+        default=list, blank=True, verbose_name="tools requiring approval",
+        help_text="Names of tools the built-in LLM agent runs only once the user approved the "
+                  "call (it asks through an interaction), as a JSON list.")
     knowledge_bases = models.JSONField(
         default=list, blank=True,
         help_text="Ids of the knowledge bases its agents search, as a JSON list; an agent is "
@@ -66,6 +80,11 @@ class AgentType(models.Model):
         blank=True, max_length=2000,
         help_text="Where every run of its agents reports how it ended (signed with the "
                   "project's webhook secret).")
+    multitask_strategy = models.CharField(
+        max_length=16, choices=MultitaskStrategy.choices, default=MultitaskStrategy.AUTO,
+        blank=True, verbose_name="multitask strategy",
+        help_text="What a message does while its conversation has an active run; a request "
+                  "may name another.")
     skills = models.JSONField(
         default=list, blank=True,
         help_text="Names of the installed skills its agents may activate, as a JSON list.")

@@ -45,8 +45,11 @@ class HostProcess:
         # run id → the handle of a run executing elsewhere whose host actions this process
         # answers (a runtime worker's) and forwards to it
         self.forwarded_runs: dict[str, RunHandle] = {}
+        # ids of the queued runs this process waits to execute (their turn in a conversation)
+        self.waiting_runs: set[str] = set()
         # A copy: runs on other threads' loops come and go while the heartbeat reads.
-        self.heartbeat = Heartbeat(self.owner_id, lambda: list(self.active_runs.copy()))
+        self.heartbeat = Heartbeat(self.owner_id, lambda: [*self.active_runs.copy(),
+                                                           *self.waiting_runs.copy()])
         self.gateway_binding: LoopBoundGateway | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # The heartbeat and the cancel watch, on the process's loop from the first run on.
@@ -95,6 +98,14 @@ class HostProcess:
         """A run executes here from now on: its lease is renewed, and a cancel flagged in the
         ledger stops it, until `run_ended`."""
         self.active_runs[handle.run_id] = handle
+        self._watch()
+
+    def run_waiting(self, run_id: str) -> None:
+        """A queued run waits here for its turn: its lease is renewed until `run_ended`."""
+        self.waiting_runs.add(run_id)
+        self._watch()
+
+    def _watch(self) -> None:
         if not self._watches:
             loop = self.loop
             with self._lock:
@@ -104,6 +115,7 @@ class HostProcess:
 
     def run_ended(self, run_id: str) -> None:
         self.active_runs.pop(run_id, None)
+        self.waiting_runs.discard(run_id)
 
     async def cancel(self, run_id: str, reason: str) -> AgentRun | None:
         """Flag the run in the ledger and, when it executes in this process, stop it now (one

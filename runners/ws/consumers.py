@@ -36,7 +36,7 @@ from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as readers
 from runners.api import streaming
 from runners.api.exceptions import error_body
-from runners.api.views.conversations import message_parts
+from runners.api.views.conversations import message_multitask, message_parts
 from runners.conversations import selectors
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
@@ -252,7 +252,8 @@ def _prepare(user, signed_in: tuple, conversation, data: dict, origin: str):
            f"conversations/{conversation.client_id}/artifacts")
     return door.prepare_agent_run(door.Caller(user), agent_id=conversation.agent_id,
                                   conversation_id=conversation.client_id,
-                                  parts=message_parts(data), artifact_url=url)
+                                  parts=message_parts(data), artifact_url=url,
+                                  multitask=message_multitask(data))
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):

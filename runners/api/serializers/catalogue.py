@@ -48,6 +48,9 @@ class AgentTypeSerializer(serializers.ModelSerializer):
     fallback_models = StringListField(required=False, max_length=20)
     model_params = serializers.DictField(required=False)
     mcp_servers = serializers.ListField(required=False, max_length=50)
+    tools_requiring_approval = StringListField(
+        required=False, max_length=100,
+        help_text="Tools the built-in LLM agent runs only once the user approved the call.")
     skills = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, max_length=50,
         help_text="Names of installed skills (`GET /skills`) its agents may activate.")
@@ -76,8 +79,10 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         model = AgentType
         fields = [
             "id", "name", "slug", "description", "expertise", "personality_prompt",
-            "primary_model", "fallback_models", "model_params", "mcp_servers", "knowledge_bases",
-            "knowledge_retrieval", "skills", "box_enabled", "webhook_url", "is_active",
+            "primary_model", "fallback_models", "model_params", "mcp_servers",
+            "tools_requiring_approval", "knowledge_bases",
+            "knowledge_retrieval", "skills", "box_enabled", "webhook_url", "multitask_strategy",
+            "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",

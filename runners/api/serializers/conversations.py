@@ -6,7 +6,11 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from ledger.models import Transcript
-from runners.api.serializers.runs import RunMessageSerializer, WebhookField
+from runners.api.serializers.runs import (
+    MultitaskStrategyField,
+    RunMessageSerializer,
+    WebhookField,
+)
 
 CONVERSATION_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 MAX_ATTACHMENTS = 20
@@ -45,6 +49,7 @@ class MessageSerializer(serializers.Serializer):
                                  trim_whitespace=False)
     attachments = AttachmentSerializer(many=True, required=False, max_length=MAX_ATTACHMENTS)
     webhook = WebhookField()
+    multitask_strategy = MultitaskStrategyField()
 
 
 # --- conversations --------------------------------------------------------------------------
@@ -131,11 +136,14 @@ class MessageOutcomeSerializer(serializers.Serializer):
 
 
 class MessageRefusedSerializer(serializers.Serializer):
-    """The runner could not start the run (the status is already 201 when this is known)."""
+    """The run could not start: 409 when the conversation is busy and the strategy is
+    `reject`, else 503 (in a stream, a frame: the status is 201 already)."""
 
     type = serializers.CharField(help_text="`run.refused`")
     agent = serializers.CharField()
     detail = serializers.CharField()
+    active_run_id = serializers.CharField(required=False,
+                                          help_text="The conversation's active run (409).")
 
 
 class MessageStartedFrameSerializer(serializers.Serializer):

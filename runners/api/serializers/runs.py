@@ -9,6 +9,7 @@ from langhost.serializers import RequestSerializer
 from ledger import wire
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors.runs import event_dict
+from runners.execution.orchestrator import MULTITASK_STRATEGIES
 from runners.execution.protocol import EventInput
 from runners.models import RunnerDescriptor
 from runners.webhooks import services as webhooks
@@ -40,6 +41,17 @@ class WebhookField(serializers.URLField):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class MultitaskStrategyField(serializers.ChoiceField):
+    """What the message does if its conversation has an active run."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=MULTITASK_STRATEGIES, required=False, help_text=(
+            "If the conversation has an active run: `enqueue` (run once it ended), `reject` "
+            "(409 naming it), `interrupt` (cancel it, then run) or `steer` (join it, for "
+            "runners that steer). Default: the agent type's; else steer if the runner "
+            "steers, else enqueue."), **kwargs)
+
+
 class RunRequestSerializer(RequestSerializer):
     runner_id = serializers.CharField(max_length=255, required=False)
     agent_id = serializers.UUIDField(required=False)
@@ -53,6 +65,7 @@ class RunRequestSerializer(RequestSerializer):
     conversation_id = serializers.CharField(max_length=128, required=False)
     timeout = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
     webhook = WebhookField()
+    multitask_strategy = MultitaskStrategyField()
 
     def validate_input(self, value):
         text = value.get("text", "")
@@ -162,10 +175,13 @@ class RunOutcomeSerializer(serializers.Serializer):
 
 
 class RunRefusedSerializer(serializers.Serializer):
-    """The runner could not start the run (the status is already 201 when this is known)."""
+    """The run could not start: 409 when its conversation is busy and its strategy is
+    `reject`, else 503 (in a stream, a frame: the status is 201 already)."""
 
     type = serializers.CharField(help_text="`run.refused`")
     detail = serializers.CharField()
+    active_run_id = serializers.CharField(required=False,
+                                          help_text="The conversation's active run (409).")
 
 
 class RunStartedFrameSerializer(serializers.Serializer):

@@ -137,6 +137,14 @@ def message_webhook(data) -> str:
         raise BadInput(str(exc.detail[0]), field="webhook") from None
 
 
+def message_multitask(data) -> str | None:
+    """The message's `multitask_strategy`, if it names one (the door checks which)."""
+    value = data.get("multitask_strategy") if isinstance(data, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise BadInput("multitask_strategy must be a string.", field="multitask_strategy")
+    return value or None
+
+
 def message_parts(data) -> list[Part]:
     """The parts of a message body: its text, then each attachment, in order."""
     body = MessageSerializer(data=data)
@@ -286,7 +294,8 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
             "the client leaves."))],
         responses={
             (202, "application/json"): OpenApiResponse(BackgroundRunSerializer, description=(
-                "With `?background=1`: the run started (503 with `run.refused` if it could "
+                "With `?background=1`: the run started, or `queued` behind the "
+                "conversation's active run (409 or 503 with `run.refused` if it could "
                 "not).")),
             (201, "application/json"): OpenApiResponse(MESSAGE_RESULT, description=(
                 "JSON: once the run has ended, the answering agent, its reply and the run's "
@@ -304,7 +313,8 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         prepared = await sync_to_async(door.prepare_agent_run)(
             door.Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
-            parts=parts, artifact_url=f"{base}/artifacts")
+            parts=parts, artifact_url=f"{base}/artifacts",
+            multitask=message_multitask(request.data))
         prepared.webhook = webhook
         if streaming.wants_background(request):
             return await streaming.background_response(prepared)

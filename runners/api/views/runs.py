@@ -79,7 +79,8 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
                         "goes on when the client leaves (a foreground run is cancelled)."))],
         responses={
             (202, "application/json"): OpenApiResponse(BackgroundRunSerializer, description=(
-                "With `?background=1`: the run started (503 with `run.refused` if it could "
+                "With `?background=1`: the run started, or `queued` behind its "
+                "conversation's active run (409 or 503 with `run.refused` if it could "
                 "not). Follow it with `GET /runs/{run_id}?wait=N` or `ws/runs/{run_id}/`.")),
             (201, "application/json"): OpenApiResponse(RUN_RESULT, description=(
                 "JSON: once the run has ended, its outcome with every message. NDJSON "
@@ -147,7 +148,8 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
 async def prepare(caller: door.Caller, data: dict) -> door.PreparedRun:
     """The one door's answer to a `POST /runs` body."""
     common = {"event_input": data["input"], "event_id": data.get("event_id"),
-              "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout")}
+              "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout"),
+              "multitask": data.get("multitask_strategy")}
     if data.get("event"):
         common.update(event_type=data["event"]["type"], event_data=data["event"]["data"])
     if data.get("agent_id"):

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from langhost.startup_lock import apply_migrations
+from runners.conversations import work
 from runners.plugins.gateway import LocalGateway
 from runners.runtime import RuntimeLinkError, health_server, worker
 from runners.runtime.host_process import host_process
@@ -84,6 +85,7 @@ class Command(BaseCommand):
                               f"{len(stored)} plugin runner(s): "
                               + ", ".join(d.pk for d in stored))
             self.stdout.flush()  # a pipe (service manager, test) sees the line now
+            work.start()  # queued runs whose process went away, schedules
             await worker.serve(local, get_channel_layer())  # on this loop: no hand-over
         finally:
             await gateway.stop()

@@ -72,6 +72,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
 
     from langhost.asgi import application
     from runners.box.server import stop_box_server
+    from runners.conversations import work
     from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
@@ -98,6 +99,8 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
             server.stop()
             return
         database_ready.set()
+        if not settings.LANGHOST_RUNTIME_WORKER:  # else the runtime workers do it
+            work.start()
 
     async def shut_down() -> None:
         for listening in server.listeners:  # take no more requests
