@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "runners.knowledge",
     "runners.skills",
     "runners.webhooks",
+    "runners.schedules",
 ]
 
 # Django's and django-csp's middleware, with their hooks run on the event loop rather than in
@@ -265,6 +266,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "langhost.schema.document_errors"],
+    # An agent type's default strategy may be blank (the runner's); a request's may not.
+    "ENUM_NAME_OVERRIDES": {
+        "MultitaskStrategyEnum": "runners.execution.orchestrator.MULTITASK_STRATEGIES",
+    },
 }
 
 # Plugin runtime: unset URL = spawn the SDK runtime over stdio in this process.
@@ -308,6 +313,8 @@ LANGHOST_WEBHOOK_DELIVERY = env_bool("LANGHOST_WEBHOOK_DELIVERY", True)
 # How long a run's question to a person stays open, unless it says (at most the maximum).
 LANGHOST_INTERACTION_TTL_SECONDS = int(os.environ.get("LANGHOST_INTERACTION_TTL_SECONDS", 24 * 3600))
 LANGHOST_INTERACTION_MAX_SECONDS = int(os.environ.get("LANGHOST_INTERACTION_MAX_SECONDS", 7 * 24 * 3600))
+# A schedule's tick found later than this (LangHost was down) follows its `missed_ticks`.
+LANGHOST_SCHEDULE_GRACE_SECONDS = int(os.environ.get("LANGHOST_SCHEDULE_GRACE_SECONDS", 60))
 # The process that owns work starts queued runs whose process went away, and fires schedules.
 LANGHOST_BACKGROUND_WORK = env_bool("LANGHOST_BACKGROUND_WORK", True)
 LANGHOST_WEBHOOK_ALLOW_PRIVATE = env_bool("LANGHOST_WEBHOOK_ALLOW_PRIVATE", False)

@@ -46,7 +46,7 @@ def test_starting_a_run_answers_201_with_its_outcome_or_ndjson_frames(schema):
     frames = variants(schema, body(schema, "/api/v1/runs", "post", 201, "application/x-ndjson"))
 
     assert {"run_id", "status", "status_reason", "messages", "usage"} <= set(outcome["properties"])
-    assert set(refused["properties"]) == {"type", "detail"}
+    assert set(refused["properties"]) == {"type", "detail", "active_run_id"}
     assert len(frames) == 4 and all("type" in frame["properties"] for frame in frames)
 
 
@@ -57,7 +57,7 @@ def test_sending_a_message_answers_201_with_the_reply_or_ndjson_frames(schema):
 
     assert {"run_id", "agent", "status", "status_reason", "reply", "usage"} <= set(
         outcome["properties"])
-    assert set(refused["properties"]) == {"type", "agent", "detail"}
+    assert set(refused["properties"]) == {"type", "agent", "detail", "active_run_id"}
     assert len(frames) == 4 and all("type" in frame["properties"] for frame in frames)
 
 

@@ -10,6 +10,7 @@ from runners.api.views import providers as provider_views
 from runners.api.views import runs as run_views
 from runners.api.views import tools as mcp_views
 from runners.knowledge.api import views as knowledge_views
+from runners.schedules.api import views as schedule_views
 from runners.skills.api import views as skill_views
 from runners.webhooks.api import views as webhook_views
 
@@ -35,6 +36,7 @@ router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
 router.register("mcp-servers", mcp_views.McpServerViewSet, basename="mcp-server")
 router.register("skills", skill_views.SkillViewSet, basename="skill")
 _PROJECT = f"projects/(?P<project_id>{UUID})"
+router.register(f"{_PROJECT}/schedules", schedule_views.ScheduleViewSet, basename="schedule")
 router.register(f"{_PROJECT}/knowledge-bases", knowledge_views.KnowledgeBaseViewSet,
                 basename="knowledge-base")
 router.register(f"{_PROJECT}/knowledge-bases/(?P<knowledge_base_id>{UUID})/documents",
@@ -42,10 +44,10 @@ router.register(f"{_PROJECT}/knowledge-bases/(?P<knowledge_base_id>{UUID})/docum
 
 # The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
 langbot_urlpatterns = [
-    # An answer is a POST to the question's own URL (a router maps POST to the list only).
+    # A question's own URL: its detail, and its answer (a router maps POST to the list only).
     re_path(f"^{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions/"
             "(?P<interaction_id>[^/]+)/?$", interaction_views.InteractionViewSet.as_view(
-                {"get": "retrieve", "post": "answer"}), name="conversation-interaction-answer"),
+                {"get": "detail", "post": "answer"}), name="conversation-interaction-answer"),
     path("user/init", langbot_views.UserInitView.as_view(), name="langbot-user-init"),
     path("user/auth", langbot_views.UserAuthView.as_view(), name="langbot-user-auth"),
     path("pipelines/_/metadata", langbot_views.PipelineMetadataView.as_view(),
@@ -55,10 +57,10 @@ langbot_urlpatterns = [
 ]
 
 urlpatterns = [
-    # An answer is a POST to the question's own URL (a router maps POST to the list only).
+    # A question's own URL: its detail, and its answer (a router maps POST to the list only).
     re_path(f"^{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions/"
             "(?P<interaction_id>[^/]+)/?$", interaction_views.InteractionViewSet.as_view(
-                {"get": "retrieve", "post": "answer"}), name="conversation-interaction-answer"),
+                {"get": "detail", "post": "answer"}), name="conversation-interaction-answer"),
     path("runs/<str:run_id>/attachments/<str:token>", run_views.RunAttachmentView.as_view(),
          name="run-attachment"),
     path("projects/<uuid:project_id>/webhook", webhook_views.ProjectWebhookView.as_view(),

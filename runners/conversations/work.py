@@ -10,6 +10,7 @@ from django.conf import settings
 
 from runners.conversations import background
 from runners.runtime import liveness
+from runners.schedules import services as schedules
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +19,7 @@ POLL_SECONDS = 1.0
 
 async def work_once() -> None:
     await background.resume_orphaned_runs()
+    await schedules.fire_due()
 
 
 async def work_forever() -> None:

@@ -36,8 +36,9 @@ from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as readers
 from runners.api import streaming
 from runners.api.exceptions import error_body
+from runners.api.serializers.interactions import InteractionAnswerSerializer
 from runners.api.views.conversations import message_multitask, message_parts
-from runners.conversations import selectors
+from runners.conversations import interactions, selectors
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
 
@@ -256,12 +257,31 @@ def _prepare(user, signed_in: tuple, conversation, data: dict, origin: str):
                                   multitask=message_multitask(data))
 
 
+@database_sync_to_async
+def _prepare_answer(user, signed_in: tuple, conversation, frame: dict):
+    if not still_signed_in(user, *signed_in):
+        raise SignedOut
+    answer = InteractionAnswerSerializer(data={key: frame[key] for key in (
+        "token", "action_id", "values") if key in frame})
+    answer.is_valid(raise_exception=True)
+    return interactions.prepare_answer(
+        door.Caller(user), agent_id=conversation.agent_id,
+        conversation_id=conversation.client_id, interaction_id=str(frame.get("interaction_id")),
+        source="websocket", **answer.validated_data)
+
+
+# A frame that answers a question a run asked in the conversation.
+ANSWER = "interaction.answer"
+
+
 class ConversationConsumer(AsyncWebsocketConsumer):
     """`ws/conversations/<conversation_id>/[?agent_id=]`: talk to the conversation's agent.
 
-    Send `{"type": "message", "text": ..., "attachments": [...]}`; receive the same frames as
-    `POST .../messages?stream=1` (`run.started`, deltas and messages, `run.finished` or
-    `run.refused`), the run's ledger events as `{"type": "run.event", "event": {...}}`, and
+    Send `{"type": "message", "text": ..., "attachments": [...], "multitask_strategy"?}`, or
+    `{"type": "interaction.answer", "interaction_id", "token", "action_id", "values"}` to
+    answer a question a run asked (an `interaction.requested` frame); receive the same frames
+    as `POST .../messages?stream=1` (`run.started`, deltas and messages, questions,
+    `run.finished` or `run.refused`), the run's ledger events as `{"type": "run.event", "event": {...}}`, and
     `{"type": "error", "status", "detail"[, "errors"]}` when the message is refused (the
     status the REST endpoint would answer). One message runs at a time per connection;
     closing the socket cancels the run. Each message checks the user is still signed in as
@@ -302,9 +322,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except (ValueError, RecursionError):  # not JSON, or nested deeper than Python parses
             await self._send({"type": "error", "status": 400, "detail": "Frames are JSON objects."})
             return
-        if not isinstance(frame, dict) or frame.get("type") != "message":
-            await self._send({"type": "error", "status": 400,
-                              "detail": 'Send {"type": "message", "text": ..., "attachments": [...]}.'})
+        if not isinstance(frame, dict) or frame.get("type") not in ("message", ANSWER):
+            await self._send({"type": "error", "status": 400, "detail": (
+                'Send {"type": "message", "text": ..., "attachments": [...]} or {"type": '
+                f'"{ANSWER}", "interaction_id": ..., "token": ..., "action_id": ..., '
+                '"values": {...}}.')})
             return
         if self.task is not None and not self.task.done():
             await self._send({"type": "error", "status": 409,
@@ -319,10 +341,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                              else {"type": "run.event", "event": frame})
 
     async def _talk(self, frame: dict) -> None:
-        data = {key: frame[key] for key in ("text", "attachments") if key in frame}
         try:
-            prepared = await _prepare(self.user, self.signed_in, self.conversation, data,
-                                      origin_of(self.scope))
+            if frame["type"] == ANSWER:
+                prepared = await _prepare_answer(self.user, self.signed_in, self.conversation,
+                                                 frame)
+            else:
+                data = {key: frame[key] for key in ("text", "attachments", "multitask_strategy")
+                        if key in frame}
+                prepared = await _prepare(self.user, self.signed_in, self.conversation, data,
+                                          origin_of(self.scope))
         except SignedOut:
             await self.close(code=4401)
             return

@@ -103,6 +103,8 @@ class Cluster:
             data_dir, plugins_dir_with(tmp, "e2e__agent-runner-qa"), **servers.environ(),
             **env_file(), LANGHOST_RUN_LEASE_SECONDS=str(LEASE_SECONDS),
             LANGHOST_ADMIN_EMAIL=ADMIN["email"], LANGHOST_ADMIN_PASSWORD=ADMIN["password"],
+            # Webhooks go to the tests' receiver on 127.0.0.1, retried at once.
+            LANGHOST_WEBHOOK_ALLOW_PRIVATE="1", LANGHOST_WEBHOOK_BACKOFF_SECONDS="0.2",
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
         self.commands = procfile()
         self.web = [self.start("web") for _ in range(2)]

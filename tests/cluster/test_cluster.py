@@ -23,6 +23,7 @@ from channels_redis.core import RedisChannelLayer
 from runners.runtime.process import free_port
 from runners.runtime.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
+from runners.webhooks.tests.test_webhooks import Receiver
 from tests.cluster.conftest import ADMIN, DEPLOY, LEASE_SECONDS, alive, command_line
 from tests.fake_providers import FakeProvider, Reply
 from tests.timing import scaled
@@ -34,6 +35,7 @@ SLOW = "plugin:e2e/agent-runner-qa/slow"
 MODEL_CALLER = "plugin:e2e/agent-runner-llm/model-caller"
 HOST_ACTIONS = "plugin:e2e/agent-runner-qa/host-actions"
 STEERABLE = "plugin:e2e/agent-runner-qa/steerable"
+CONFIRM = "plugin:e2e/agent-runner-qa/confirm"
 MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "server.py"
 
 
@@ -471,6 +473,87 @@ def test_a_message_sent_through_one_web_process_joins_the_steering_run_on_the_ot
     finished = answers[-1]
     assert (finished["type"], finished["status"]) == ("run.finished", "completed"), answers
     assert finished["reply"]["content"] == "steered: second"
+
+
+def test_messages_to_one_conversation_through_both_web_processes_run_one_after_the_other(
+        cluster):
+    conversation = conversation_with(cluster, SLOW, "queued")
+    with cluster.client(cluster.web[0]) as first, cluster.client(cluster.web[1]) as second:
+        one = first.post(f"{conversation['path']}/messages?background=1",
+                         json={"text": "deltas:3:0.3"})
+        time.sleep(0.05)
+        two = second.post(f"{conversation['path']}/messages?background=1",
+                          json={"text": "deltas:1:0"})
+        assert (one.status_code, two.status_code) == (202, 202), (one.text, two.text)
+        assert two.json()["status"] == "queued"
+        ended = [http.get(f"/api/v1/runs/{answer.json()['run_id']}?wait=30").json()
+                 for http, answer in ((first, one), (second, two))]
+
+    assert [run["status"] for run in ended] == ["completed", "completed"], ended
+    assert ended[1]["started_at"] >= ended[0]["finished_at"]
+    owners = cluster.rows("SELECT execution_owner_id FROM agent_run WHERE run_id = ANY(%s)",
+                          [run["run_id"] for run in ended])
+    assert len({owner for (owner,) in owners}) == 2  # each web process ran its own
+
+
+def test_a_schedule_starts_one_run_per_tick_with_two_workers_looking(cluster):
+    conversation = conversation_with(cluster, ECHO, "scheduled")
+    project_id = conversation["path"].split("/")[4]
+    with cluster.client(cluster.web[0]) as http:
+        schedule = created(http.post(f"/api/v1/projects/{project_id}/schedules", json={
+            "name": "every 2 s", "cron": "* * * * * */2", "agent_id": conversation["agent_id"],
+            "input": {"text": "tick"}}))
+        time.sleep(scaled(7))
+        http.patch(f"/api/v1/projects/{project_id}/schedules/{schedule['id']}",
+                   json={"enabled": False})
+        time.sleep(scaled(1))
+        listed = http.get(f"/api/v1/projects/{project_id}/schedules/{schedule['id']}").json()
+
+    runs = cluster.rows("SELECT event_id, status, run_id FROM agent_run WHERE event_id LIKE %s",
+                        f"schedule:{schedule['id']}:%")
+    ticks = [event_id for event_id, _, _ in runs]
+    assert len(ticks) >= 2, runs
+    assert len(set(ticks)) == len(ticks)  # no tick ran twice
+    seconds = sorted(int(tick.rsplit(":", 1)[1]) for tick in ticks)
+    assert all(later - earlier >= 2 for earlier, later in zip(seconds, seconds[1:], strict=False))
+    assert {status for _, status, _ in runs} == {"completed"}
+    assert {run["run_id"] for run in listed["last_runs"]} == {run_id for _, _, run_id in runs}
+
+
+def test_a_question_asked_on_one_web_process_is_answered_through_the_other(cluster):
+    conversation = conversation_with(cluster, CONFIRM, "confirm")
+    frames = talk_over_socket(cluster, cluster.web[0], conversation, "deploy")
+    (question,) = [frame for frame in frames if frame["type"] == "interaction.requested"]
+
+    with cluster.client(cluster.web[1]) as http:
+        answered = http.post(
+            f"{conversation['path']}/interactions/{question['data']['interaction_id']}",
+            json={"token": question["data"]["token"], "action_id": "yes"})
+        replayed = http.post(
+            f"{conversation['path']}/interactions/{question['data']['interaction_id']}",
+            json={"token": question["data"]["token"], "action_id": "no"})
+
+    assert answered.status_code == 201, answered.text
+    assert answered.json()["reply"]["content"] == "you chose yes"
+    assert replayed.status_code == 409
+
+
+def test_a_runs_outcome_is_posted_once_by_the_workers(cluster):
+    hook = Receiver(500)
+    try:
+        with cluster.client(cluster.web[0]) as http:
+            run = created(http.post("/api/v1/runs", json={
+                "runner_id": ECHO, "input": {"text": "hi"}, "webhook": hook.url}))
+            give_up = time.monotonic() + scaled(30)
+            while len(hook.received) < 2:
+                assert time.monotonic() < give_up, f"got {len(hook.received)} POSTs"
+                time.sleep(0.05)
+            time.sleep(scaled(1.5))  # time for a third POST, which must not come
+    finally:
+        hook.server.shutdown()
+
+    assert len(hook.received) == 2  # the 500, then the one acknowledged
+    assert json.loads(hook.received[1][1])["run_id"] == run["run_id"]
 
 
 def test_stopping_the_cluster_leaves_nothing_running(cluster):

@@ -137,8 +137,10 @@ class RunMessageSerializer(serializers.Serializer):
 
     run_id = serializers.CharField()
     sequence = serializers.IntegerField()
-    type = serializers.CharField(help_text="e.g. `message.delta`, `message.completed`, "
-                                           "`run.completed`")
+    type = serializers.CharField(help_text=(
+        "`message.delta`, `message.completed`, or `interaction.requested`: a question for "
+        "the user (LangBot's InteractionRequest with its one-time `token`), answered at "
+        "`POST .../conversations/{id}/interactions/{interaction_id}`"))
     data = serializers.JSONField()
     usage = serializers.JSONField(allow_null=True)
 

@@ -44,7 +44,9 @@ class InteractionViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSe
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(InteractionSerializer(page, many=True).data)
 
-    def retrieve(self, request, interaction_id=None, **kwargs):
+    @extend_schema(responses=InteractionSerializer)
+    def detail(self, request, interaction_id=None, **kwargs):
+        """One question (the latest of that id) and its answer, if it has one."""
         interaction = self.get_queryset().filter(interaction_id=interaction_id).first()
         if interaction is None:
             raise NotFound(f"Interaction '{interaction_id}' not found.")

@@ -9,7 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from accounts.models import Project
+from accounts.api.scoping import ProjectScoped
 from langhost.api import UUID
 from runners.api.views.conversations import PayloadTooLarge
 from runners.knowledge import services, worker
@@ -21,22 +21,6 @@ from runners.providers.errors import ProviderError
 class EmbeddingUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "model_unavailable"
-
-
-class ProjectScoped:
-    """Views under `projects/{project_id}/`: a project the caller cannot see is not found,
-    before anything else about the request is looked at."""
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        if not getattr(self, "swagger_fake_view", False):
-            self.get_project()
-
-    def get_project(self) -> Project:
-        if not hasattr(self, "_project"):
-            self._project = get_object_or_404(Project.objects.visible_to(self.request.user),
-                                              pk=self.kwargs["project_id"])
-        return self._project
 
 
 class KnowledgeBaseViewSet(ProjectScoped, viewsets.ModelViewSet):
