@@ -5,7 +5,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from langhost.api_root import ApiRoot
 from langhost.health import healthz
-from runners.admin.pages import dashboard_index, playground, run_detail, runtime_status
+from runners.admin.pages import (
+    answer_interaction,
+    dashboard_index,
+    playground,
+    run_detail,
+    runtime_status,
+)
 
 # The API's routes first: Django tries them in order, and starting runs is the busiest.
 urlpatterns = [
@@ -17,6 +23,8 @@ urlpatterns = [
     path("admin/runtime/", admin.site.admin_view(runtime_status), name="admin-runtime-status"),
     path("admin/playground/", admin.site.admin_view(playground), name="admin-playground"),
     path("admin/runs/<str:run_id>/", admin.site.admin_view(run_detail), name="admin-run-detail"),
+    path("admin/conversations/<int:conversation_pk>/interactions/<int:interaction_pk>/answer/",
+         admin.site.admin_view(answer_interaction), name="admin-interaction-answer"),
     # The admin index with the dashboard (same URL and name as the admin's own index).
     path("admin/", admin.site.admin_view(dashboard_index), name="admin-dashboard"),
     path("admin/", admin.site.urls),

@@ -3,6 +3,7 @@ import json
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db.models import Max
+from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
@@ -15,6 +16,7 @@ from ledger.models import (
     Artifact,
     Conversation,
     EventLog,
+    Interaction,
     ModelCall,
     SteeringItem,
     Transcript,
@@ -269,7 +271,21 @@ def conversation_page(conversation: Conversation) -> dict:
         .order_by("name", "-version")[:CONVERSATION_ROWS],
         "runs": AgentRun.objects.filter(conversation_id=conversation_id)
         .order_by("-id")[:CONVERSATION_ROWS],
+        "interactions": Interaction.objects.filter(conversation_id=conversation_id)
+        .order_by("-id")[:CONVERSATION_ROWS],
+        "now": timezone.now(),
     }
+
+
+@admin.register(Interaction)
+class InteractionAdmin(ReadOnlyAdmin):
+    """Questions runs asked, and their answers (the conversation page answers them)."""
+
+    list_display = ["title", "kind", "status", "run", "conversation_id", "expires_at",
+                    "created_at"]
+    list_filter = ["status", "kind"]
+    search_fields = ["interaction_id", "run_id", "conversation_id", "title"]
+    exclude = ["token_hash"]
 
 
 @admin.register(Artifact)

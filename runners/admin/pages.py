@@ -3,17 +3,23 @@
 import time
 
 from asgiref.sync import async_to_sync
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+from langbot_plugin.api.entities.builtin.runner.interaction import InteractionRequest
 
-from ledger.models import AgentRun
+from ledger.models import AgentRun, Conversation, Interaction
 from runners.admin.dashboard import dashboard_context
 from runners.box import server as box_server
 from runners.box import services as box_services
-from runners.conversations import selectors
+from runners.conversations import background, interactions, selectors
+from runners.conversations import services as door
+from runners.conversations.exceptions import Refused
 from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
 from runners.plugins.gateway import get_gateway
+from runners.runtime.host_process import host_process
+from runners.runtime.loop_bound import submit
 
 WORKSPACES_SHOWN = 100
 
@@ -71,3 +77,43 @@ def run_detail(request, run_id):
     """`/admin/runs/<run_id>/`: the run's change page, found by its run id."""
     run = get_object_or_404(AgentRun, run_id=run_id)
     return redirect("admin:ledger_agentrun_change", run.pk)
+
+
+@require_POST
+def answer_interaction(request, conversation_pk, interaction_pk):
+    """The conversation page's answer to a question a run asked: through the door, as the
+    conversation's user; the answer's run goes on in the background."""
+    conversation = get_object_or_404(Conversation, pk=conversation_pk)
+    question = get_object_or_404(Interaction, pk=interaction_pk,
+                                 conversation_id=conversation.conversation_id)
+    fields = InteractionRequest.model_validate(question.request_json).fields
+    try:
+        prepared = interactions.prepare_answer(
+            door.Caller(request.user), agent_id=conversation.agent_id,
+            conversation_id=conversation.client_id, interaction_id=question.interaction_id,
+            action_id=request.POST.get("action_id") or None, source="admin",
+            values={field.id: _posted(request.POST, field) for field in fields
+                    if _posted(request.POST, field) is not None})
+    except Refused as exc:
+        messages.error(request, exc.detail)
+    else:
+        submit(background.start_in_background(prepared), host_process().loop)
+        messages.success(request, f"Answered; run {prepared.run_id} goes on.")
+    return redirect("admin:ledger_conversation_change", conversation.pk)
+
+
+def _posted(posted, field):
+    """A form field's value as the question's field takes it (None: not given)."""
+    if field.type == "boolean":
+        return field.id in posted
+    if field.type == "multiselect":
+        return posted.getlist(field.id) or None
+    value = posted.get(field.id, "")
+    if value == "":
+        return None
+    if field.type == "number":
+        try:
+            return float(value)
+        except ValueError:
+            return value  # the door says why it is not a number
+    return value

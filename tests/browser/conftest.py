@@ -33,6 +33,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ECHO = "plugin:e2e/agent-runner-qa/default"
 SLOW = "plugin:e2e/agent-runner-qa/slow"
+CONFIRM = "plugin:e2e/agent-runner-qa/confirm"
 STREAMING_ECHO = "plugin:langhost/examples/echo"
 OUTSIDER_EMAIL = "outsider@example.com"
 OUTSIDER_PASSWORD = "Outsider-Passw0rd-77"
@@ -51,7 +52,10 @@ User.objects.create_user(email={outsider!r}, password={outsider_password!r})
 project = Project.objects.create(name="Browser tests", slug="browser-tests", owner=admin)
 echo = AgentType.objects.create(name="E2E echo", slug="e2e-echo", runner_id={echo!r})
 agent = AgentInstance.objects.create(name="Echo agent", project=project, agent_type=echo)
-print(json.dumps({{"project_id": str(project.pk), "agent_id": str(agent.pk)}}))
+asker = AgentType.objects.create(name="E2E confirm", slug="e2e-confirm", runner_id={confirm!r})
+confirm = AgentInstance.objects.create(name="Confirm agent", project=project, agent_type=asker)
+print(json.dumps({{"project_id": str(project.pk), "agent_id": str(agent.pk),
+                  "confirm_agent_id": str(confirm.pk)}}))
 """
 
 
@@ -72,6 +76,7 @@ class Server:
         self.ws_url = "ws" + url[len("http"):]
         self.project_id = seeded["project_id"]
         self.agent_id = seeded["agent_id"]
+        self.confirm_agent_id = seeded["confirm_agent_id"]
         self.http = httpx.Client(base_url=url, timeout=scaled(30.0))
         self.admin_token = self.login(ADMIN_EMAIL, ADMIN_PASSWORD)
         self.outsider_token = self.login(OUTSIDER_EMAIL, OUTSIDER_PASSWORD)
@@ -112,14 +117,14 @@ def browser_server(tmp_path_factory):
     url, process = start_daphne(overrides)
     try:
         seed = SEED.format(admin=ADMIN_EMAIL, outsider=OUTSIDER_EMAIL,
-                           outsider_password=OUTSIDER_PASSWORD, echo=ECHO)
+                           outsider_password=OUTSIDER_PASSWORD, echo=ECHO, confirm=CONFIRM)
         result = subprocess.run([str(PYTHON), "manage.py", "shell", "-c", seed], cwd=ROOT,
                                 env=daphne_environ(overrides), capture_output=True, text=True,
                                 timeout=scaled(60))
         assert result.returncode == 0, result.stderr
         server = Server(url, json.loads(result.stdout.strip().splitlines()[-1]))
         server.env = daphne_environ(overrides)
-        server.wait_for_runners(ECHO, SLOW, STREAMING_ECHO)
+        server.wait_for_runners(ECHO, SLOW, STREAMING_ECHO, CONFIRM)
         yield server
         server.http.close()
     finally:

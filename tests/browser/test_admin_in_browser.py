@@ -183,3 +183,26 @@ def test_swagger_ui_renders_the_api_under_the_content_security_policy(browser, b
                what="Swagger UI's operations")
     policy = browser_server.http.get("/api/docs/").headers["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "unsafe-eval" not in policy
+
+
+def test_a_runs_question_is_a_form_in_the_playground_and_its_answer_resumes_the_agent(
+        browser, browser_server):
+    browser.get(f"{browser_server.url}/admin/playground/")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
+               what="the playground")
+    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
+        f"agent:{browser_server.confirm_agent_id}")
+    browser.find_element(By.ID, "playground-input").send_keys("deploy")
+    browser.find_element(By.ID, "playground-send").click()
+
+    (question,) = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".chat-question"),
+                             what="the question's form")
+    assert "Go ahead with 'deploy'?" in question.text
+    question.find_element(By.NAME, "note").send_keys("after lunch")
+    question.find_element(By.CSS_SELECTOR, "button[data-action='yes']").click()
+
+    answered = wait_until(lambda: [el.text for el in browser.find_elements(
+        By.CSS_SELECTOR, ".chat-agent[data-status='completed'] .chat-text") if el.text],
+        what="the answer's reply")
+    assert answered[-1] == "you chose yes (after lunch)"
+    assert not question.find_element(By.CSS_SELECTOR, "button[data-action='no']").is_enabled()

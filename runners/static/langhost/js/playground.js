@@ -136,6 +136,147 @@
     if (buffer.trim()) onFrame(JSON.parse(buffer));
   }
 
+  // POST `body` to `url` (NDJSON), showing the reply as it streams in a bubble of `author`'s;
+  // a question the run asks becomes a form whose answer streams the same way.
+  async function streamReply(author, url, body, conversationsUrl) {
+    const reply = bubble("agent", author, "");
+    reply.classList.add("chat-pending");
+    const replyText = reply.querySelector(".chat-text");
+    let completed = false;
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/x-ndjson, application/json",
+                 "X-CSRFToken": LH.csrfToken(form) },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) {
+      let detail = null;
+      try { detail = await response.json(); } catch (ignored) { detail = null; }
+      reply.remove();
+      showError(errorText(response.status, detail));
+      return;
+    }
+    await readFrames(response, function (frame) {
+      switch (frame.type) {
+        case "run.started":
+          reply.dataset.runId = frame.run_id;
+          follow(frame.run_id);
+          break;
+        case "message.delta":
+          if (completed) break;
+          replyText.textContent += LH.summarize(frame);
+          break;
+        case "message.completed":
+          replyText.textContent = LH.summarize(frame);
+          if (LH.citationsOf(frame).length) {
+            const list = document.createElement("ol");
+            list.className = "citations";
+            LH.showCitations(list, LH.citationsOf(frame));
+            reply.appendChild(list);
+          }
+          completed = true;
+          break;
+        case "interaction.requested":
+          reply.appendChild(question(frame.data, author, conversationsUrl));
+          break;
+        case "steering.queued":
+          note(reply, "Joined the active run " + frame.run_id + ".");
+          follow(frame.run_id);
+          break;
+        case "run.finished":
+          reply.classList.remove("chat-pending");
+          reply.dataset.status = frame.status || "";
+          if (frame.status && frame.status !== "completed") {
+            note(reply, frame.status + (frame.status_reason ? ": " + frame.status_reason : ""),
+                 "chat-failed");
+          }
+          break;
+        case "run.refused":
+          reply.classList.remove("chat-pending");
+          note(reply, "refused: " + frame.detail, "chat-failed");
+          break;
+        default:
+          break;
+      }
+      log.scrollTop = log.scrollHeight;
+    });
+    reply.classList.remove("chat-pending");
+  }
+
+  // A run's question (LangBot's InteractionRequest) as a form: its fields, then a button per
+  // action; answering sends the values with the button's action and the one-time token.
+  function question(request, author, conversationsUrl) {
+    const box = document.createElement("form");
+    box.className = "chat-question";
+    box.dataset.interactionId = request.interaction_id;
+    const title = document.createElement("strong");
+    title.textContent = request.title;
+    box.appendChild(title);
+    if (request.description) {
+      const text = document.createElement("p");
+      text.textContent = request.description;
+      box.appendChild(text);
+    }
+    const inputs = {};
+    (request.fields || []).forEach(function (field) {
+      const label = document.createElement("label");
+      label.textContent = field.label + " ";
+      let control;
+      if (field.type === "select" || field.type === "multiselect") {
+        control = document.createElement("select");
+        control.multiple = field.type === "multiselect";
+        (field.options || []).forEach(function (option) {
+          control.appendChild(new Option(option.label, option.value));
+        });
+      } else if (field.type === "textarea") {
+        control = document.createElement("textarea");
+      } else {
+        control = document.createElement("input");
+        control.type = field.type === "number" ? "number" : field.type === "boolean" ? "checkbox" : "text";
+      }
+      control.name = field.id;
+      label.appendChild(control);
+      box.appendChild(label);
+      inputs[field.id] = [field, control];
+    });
+    const actions = (request.actions && request.actions.length) ? request.actions
+      : [{ id: "submit", label: "Submit", style: "primary" }];
+    actions.forEach(function (action) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "button" + (action.style === "primary" ? " default" : "");
+      button.dataset.action = action.id;
+      button.textContent = action.label;
+      button.addEventListener("click", async function () {
+        const values = {};
+        Object.keys(inputs).forEach(function (id) {
+          const [field, control] = inputs[id];
+          if (field.type === "boolean") values[id] = control.checked;
+          else if (field.type === "number") { if (control.value !== "") values[id] = Number(control.value); }
+          else if (field.type === "multiselect") values[id] = Array.from(control.selectedOptions).map(function (o) { return o.value; });
+          else if (control.value !== "") values[id] = control.value;
+        });
+        box.querySelectorAll("button, input, select, textarea").forEach(function (el) { el.disabled = true; });
+        const url = conversationsUrl + "/" + encodeURIComponent(conversationId) + "/interactions/" +
+          encodeURIComponent(request.interaction_id) + "?stream=1";
+        try {
+          await streamReply(author, url, { token: request.token, values: values,
+                                           action_id: request.actions && request.actions.length ? action.id : null },
+                            conversationsUrl);
+        } catch (error) {
+          showError(String(error));
+        }
+      });
+      box.appendChild(button);
+    });
+    if (!conversationsUrl) {
+      box.querySelectorAll("button").forEach(function (el) { el.disabled = true; });
+      note(box, request.fallback_text || "Answer it in a conversation with an agent.");
+    }
+    return box;
+  }
+
   async function send(event) {
     event.preventDefault();
     showError("");
@@ -168,67 +309,9 @@
       if (file) note(mine, "attached " + file.name + " (" + file.size + " bytes)", "chat-attachment");
       input.value = "";
       fileInput.value = "";
-      const reply = bubble("agent", option.dataset.label || option.textContent, "");
-      reply.classList.add("chat-pending");
-      const replyText = reply.querySelector(".chat-text");
-      let completed = false;
-
-      const response = await fetch(root.dataset.runsUrl + "?stream=1", {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "Accept": "application/x-ndjson, application/json",
-                   "X-CSRFToken": LH.csrfToken(form) },
-        body: JSON.stringify(body),
-      });
-      if (!response.ok) {
-        let detail = null;
-        try { detail = await response.json(); } catch (ignored) { detail = null; }
-        reply.remove();
-        showError(errorText(response.status, detail));
-        return;
-      }
-      await readFrames(response, function (frame) {
-        switch (frame.type) {
-          case "run.started":
-            reply.dataset.runId = frame.run_id;
-            follow(frame.run_id);
-            break;
-          case "message.delta":
-            if (completed) break;
-            replyText.textContent += LH.summarize(frame);
-            break;
-          case "message.completed":
-            replyText.textContent = LH.summarize(frame);
-            if (LH.citationsOf(frame).length) {
-              const list = document.createElement("ol");
-              list.className = "citations";
-              LH.showCitations(list, LH.citationsOf(frame));
-              reply.appendChild(list);
-            }
-            completed = true;
-            break;
-          case "steering.queued":
-            note(reply, "Joined the active run " + frame.run_id + ".");
-            follow(frame.run_id);
-            break;
-          case "run.finished":
-            reply.classList.remove("chat-pending");
-            reply.dataset.status = frame.status || "";
-            if (frame.status && frame.status !== "completed") {
-              note(reply, frame.status + (frame.status_reason ? ": " + frame.status_reason : ""),
-                   "chat-failed");
-            }
-            break;
-          case "run.refused":
-            reply.classList.remove("chat-pending");
-            note(reply, "refused: " + frame.detail, "chat-failed");
-            break;
-          default:
-            break;
-        }
-        log.scrollTop = log.scrollHeight;
-      });
-      reply.classList.remove("chat-pending");
+      const author = option.dataset.label || option.textContent;
+      await streamReply(author, root.dataset.runsUrl + "?stream=1", body,
+                        option.dataset.conversationsUrl);
     } catch (error) {
       showError(String(error));
     } finally {
