@@ -19,12 +19,19 @@ class RunStatus(models.TextChoices):
 TERMINAL_STATUSES = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMEOUT}
 )
+# Runs not ended yet.
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class RunQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(status__in=ACTIVE_STATUSES)
 
 
 class AgentRun(models.Model):
     run_id = models.CharField(max_length=64, unique=True)
     event_id = models.CharField(max_length=255, db_index=True)
-    agent_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    agent_id = models.CharField(max_length=64, blank=True, default="")
     binding_id = models.CharField(max_length=255, blank=True, default="")
     runner_id = models.CharField(max_length=255)
     conversation_id = models.CharField(max_length=255, blank=True, default="")
@@ -51,12 +58,20 @@ class AgentRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         db_table = "agent_run"
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["runner_id", "status"], name="agent_run_runner_status"),
             models.Index(fields=["conversation_id", "status"], name="agent_run_conv_status"),
+            # What the door, the reaper and the work loop ask on every run or tick: the active
+            # runs, few rows of a table that grows, found by status first. (Not partial
+            # indexes: SQLite cannot match their condition against bound parameters.)
+            models.Index(fields=["agent_id", "status"], name="agent_run_agent_status"),
+            models.Index(fields=["status", "lease_expires_at"], name="agent_run_status_lease"),
+            models.Index(fields=["status", "execution_owner_id"], name="agent_run_status_owner"),
         ]
 
     def __str__(self):

@@ -16,14 +16,17 @@ import json
 import re
 import uuid
 from collections import defaultdict
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import URLResolver, get_resolver
+from django.utils import timezone
 from drf_spectacular.generators import EndpointEnumerator, SchemaGenerator
 from rest_framework.schemas.generators import is_api_view
 
 from accounts.models import Membership
+from ledger.models import Conversation, Interaction
 from runners.knowledge import services as knowledge
 from runners.knowledge.models import KnowledgeBase
 from runners.models import LLMModel, ModelProvider
@@ -138,13 +141,24 @@ def owners_objects(user_client, project, agent, agent_type, member):
             name="door-embedder", provider=provider, upstream_model="embedder",
             model_type="embedding"))
     document = knowledge.add_document(knowledge_base, SimpleUploadedFile("door.md", b"hi"))
+    schedule = user_client.post(f"/api/v1/projects/{project.pk}/schedules", {
+        "name": "Door", "cron": "0 9 * * *", "agent_id": str(agent.pk)}, format="json")
+    assert schedule.status_code == 201, schedule.content
+    question = Interaction.objects.create(
+        run_id="door-run", interaction_id="door-question",
+        conversation_id=Conversation.objects.get(client_id="plans").conversation_id,
+        runner_id="builtin:echo", kind="confirmation", title="Door?", token_hash="0" * 64,
+        request_json={"interaction_id": "door-question", "title": "Door?",
+                      "fallback_text": "Door?"},
+        expires_at=timezone.now() + timedelta(hours=1))
     return {
         "knowledge_base_id": knowledge_base.pk, "document_id": document.pk,
         "projects": project.pk, "agent-types": agent_type.pk, "runners": "builtin:echo",
         "slug": agent_type.slug, "user_id": member.pk, "project_id": project.pk,
         "agent_id": agent.pk, "conversation_id": opened.json()["id"],
         "name": uploaded.json()["name"], "run_id": json.loads(read_body(started))["run_id"],
-        "skill_name": "tide-reader",
+        "skill_name": "tide-reader", "schedule_id": schedule.json()["id"],
+        "interaction_id": question.interaction_id,
     }
 
 

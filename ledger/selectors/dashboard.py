@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from ledger.models import AgentRun, ModelCall, RunStatus
 
-ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
 FAILURE_STATUSES = (RunStatus.FAILED, RunStatus.TIMEOUT)
 # As for runs: a cancelled call was stopped on purpose, it did not fail.
 MODEL_CALL_FAILURES = (ModelCall.Status.ERROR, ModelCall.Status.TIMEOUT)
@@ -79,7 +78,7 @@ def run_summary(now=None, hours: int = 24, top: int = 5) -> dict:
 
     return {
         "now": now, "window_start": start, "hours": hours,
-        "active": AgentRun.objects.filter(status__in=ACTIVE_STATUSES).count(),
+        "active": AgentRun.objects.active().count(),
         "total": sum(by_status.values()), "by_status": by_status, "hourly": buckets,
         "durations_count": len(durations),
         "p50_seconds": percentile(durations, 0.50), "p95_seconds": percentile(durations, 0.95),

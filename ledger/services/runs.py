@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ledger import owners
 from ledger.models import (
+    ACTIVE_STATUSES,
     TERMINAL_STATUSES,
     AgentRun,
     AgentRunEvent,
@@ -135,7 +136,6 @@ def _latest_entry(history_of: tuple[str, str]):
 # IMMEDIATE transactions take turns anyway).
 
 REJECT, ENQUEUE = "reject", "enqueue"
-ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 class ConversationBusy(Exception):
@@ -154,8 +154,7 @@ def _lock_conversation(conversation_id: str) -> None:
 
 
 def _active_runs(conversation_id: str):
-    return AgentRun.objects.filter(conversation_id=conversation_id,
-                                   status__in=ACTIVE_STATUSES).order_by("id")
+    return AgentRun.objects.active().filter(conversation_id=conversation_id).order_by("id")
 
 
 @sync_to_async
@@ -200,7 +199,7 @@ def orphaned_queued_runs_sync(now=None) -> list[AgentRun]:
     """Queued runs nobody waits for: their process of this host is gone, or their lease ran
     out."""
     now = now or timezone.now()
-    queued = AgentRun.objects.filter(status=RunStatus.QUEUED).order_by("id")
+    queued = AgentRun.objects.active().filter(status=RunStatus.QUEUED).order_by("id")
     return [run for run in queued[:500] if owners.owner_is_gone(run.execution_owner_id)
             or (run.lease_expires_at is not None and run.lease_expires_at < now)]
 
@@ -349,7 +348,7 @@ def reap_stale_runs_sync(now=None) -> list[str]:
     """Fail `running` runs whose owner is gone: a process of this host that no longer runs
     (failed at once), or any owner whose lease ran out."""
     now = now or timezone.now()
-    running = AgentRun.objects.filter(status=RunStatus.RUNNING)
+    running = AgentRun.objects.active().filter(status=RunStatus.RUNNING).order_by()
     reasons: dict[str, str] = dict.fromkeys(
         running.filter(lease_expires_at__lt=now).values_list("run_id", flat=True)[:500],
         LEASE_EXPIRED)
@@ -374,7 +373,8 @@ def _fail_running(run_ids: list[str], reason: str, now, status=RunStatus.FAILED)
 
 def fail_owned_runs_sync(owner_id: str, reason: str, status=RunStatus.FAILED) -> list[str]:
     """End the runs `owner_id` still has `running` (a process that stops without them)."""
-    run_ids = list(AgentRun.objects.filter(status=RunStatus.RUNNING, execution_owner_id=owner_id)
+    run_ids = list(AgentRun.objects.active().filter(status=RunStatus.RUNNING,
+                                                    execution_owner_id=owner_id)
                    .values_list("run_id", flat=True))
     _fail_running(run_ids, reason, timezone.now(), status)
     return run_ids

@@ -44,10 +44,6 @@ router.register(f"{_PROJECT}/knowledge-bases/(?P<knowledge_base_id>{UUID})/docum
 
 # The LangBot-compatible surface (LangBot's own E2E suite drives LangHost through it).
 langbot_urlpatterns = [
-    # A question's own URL: its detail, and its answer (a router maps POST to the list only).
-    re_path(f"^{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions/"
-            "(?P<interaction_id>[^/]+)/?$", interaction_views.InteractionViewSet.as_view(
-                {"get": "detail", "post": "answer"}), name="conversation-interaction-answer"),
     path("user/init", langbot_views.UserInitView.as_view(), name="langbot-user-init"),
     path("user/auth", langbot_views.UserAuthView.as_view(), name="langbot-user-auth"),
     path("pipelines/_/metadata", langbot_views.PipelineMetadataView.as_view(),
@@ -59,8 +55,8 @@ langbot_urlpatterns = [
 urlpatterns = [
     # A question's own URL: its detail, and its answer (a router maps POST to the list only).
     re_path(f"^{_AGENT}/conversations/(?P<conversation_id>[^/]+)/interactions/"
-            "(?P<interaction_id>[^/]+)/?$", interaction_views.InteractionViewSet.as_view(
-                {"get": "detail", "post": "answer"}), name="conversation-interaction-answer"),
+            "(?P<interaction_id>[^/]+)(?:/)?$", interaction_views.InteractionViewSet.as_view(
+                {"get": "show", "post": "answer"}), name="conversation-interaction-answer"),
     path("runs/<str:run_id>/attachments/<str:token>", run_views.RunAttachmentView.as_view(),
          name="run-attachment"),
     path("projects/<uuid:project_id>/webhook", webhook_views.ProjectWebhookView.as_view(),

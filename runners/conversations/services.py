@@ -35,7 +35,7 @@ from langbot_plugin.api.entities.builtin.runner.interaction import INTERACTION_S
 from rest_framework.throttling import UserRateThrottle
 
 from ledger import wire
-from ledger.models import AgentRun, Conversation, RunStatus, Transcript
+from ledger.models import AgentRun, Conversation, Transcript
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as run_selectors
 from ledger.services import conversations as conversation_services
@@ -507,8 +507,7 @@ def _mark_working(agent_pk) -> None:
 @sync_to_async
 def _after_run(agent_pk, conversation_id: str | None) -> None:
     """Back to idle unless another run of the agent is still going; the conversation moved."""
-    busy = AgentRun.objects.filter(
-        agent_id=str(agent_pk), status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exists()
+    busy = AgentRun.objects.active().filter(agent_id=str(agent_pk)).exists()
     if not busy:
         AgentInstance.objects.filter(pk=agent_pk, status=AgentInstance.Status.WORKING).update(
             status=AgentInstance.Status.IDLE, updated_at=timezone.now())

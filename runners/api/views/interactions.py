@@ -45,7 +45,7 @@ class InteractionViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSe
         return self.get_paginated_response(InteractionSerializer(page, many=True).data)
 
     @extend_schema(responses=InteractionSerializer)
-    def detail(self, request, interaction_id=None, **kwargs):
+    def show(self, request, interaction_id=None, **kwargs):
         """One question (the latest of that id) and its answer, if it has one."""
         interaction = self.get_queryset().filter(interaction_id=interaction_id).first()
         if interaction is None:
