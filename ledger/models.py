@@ -36,13 +36,13 @@ class AgentRun(models.Model):
     runner_id = models.CharField(max_length=255)
     conversation_id = models.CharField(max_length=255, blank=True, default="")
     thread_id = models.CharField(max_length=255, blank=True, default="")
-    project_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    project_id = models.CharField(max_length=64, blank=True, default="")
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     status_reason = models.TextField(blank=True, default="")
     # Who asked for the run (`user`/<user id>, `operator`/`cli`): with the project's owner
     # and superusers, the only ones who may see it.
     actor_type = models.CharField(max_length=64, blank=True, default="")
-    actor_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    actor_id = models.CharField(max_length=255, blank=True, default="")
     # The process that executes the run renews this lease; the reaper fails runs whose
     # lease ran out (their owner died).
     execution_owner_id = models.CharField(max_length=128, blank=True, default="")
@@ -72,6 +72,9 @@ class AgentRun(models.Model):
             models.Index(fields=["agent_id", "status"], name="agent_run_agent_status"),
             models.Index(fields=["status", "lease_expires_at"], name="agent_run_status_lease"),
             models.Index(fields=["status", "execution_owner_id"], name="agent_run_status_owner"),
+            # A user's runs and a project's, newest first, a keyset page at a time.
+            models.Index(fields=["actor_id", "id"], name="agent_run_actor_newest"),
+            models.Index(fields=["project_id", "id"], name="agent_run_project_newest"),
         ]
 
     def __str__(self):

@@ -48,5 +48,16 @@ def visible_runs(user):
     return runs.filter(Q(actor_type="user", actor_id=str(user.pk)) | Q(project_id__in=owned))
 
 
+def visible_run_sets(user) -> list:
+    """The runs `user` sees, as querysets each served by one index (their union is
+    `visible_runs`): all runs for a superuser; else the runs they started, and those of each
+    project they own."""
+    if user.is_superuser:
+        return [AgentRun.objects.all()]
+    owned = Project.objects.filter(owner=user).values_list("pk", flat=True)
+    return [AgentRun.objects.filter(actor_type="user", actor_id=str(user.pk)),
+            *(AgentRun.objects.filter(project_id=str(pk)) for pk in owned)]
+
+
 def can_view_run(user, run: AgentRun) -> bool:
     return visible_runs(user).filter(pk=run.pk).exists()

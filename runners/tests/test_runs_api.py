@@ -1,6 +1,7 @@
 """`/api/v1/runs`: start, list, read, cancel. Built-in runners here; plugin runs go over daphne."""
 
 import json
+import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -93,7 +94,7 @@ def test_runs_of_other_projects_are_hidden(superuser_client, outsider_client):
     start(superuser_client, {"runner_id": "builtin:echo", "input": {"text": "a"}, "event_id": "ev-h"})
     run = AgentRun.objects.get(event_id="ev-h")
 
-    assert outsider_client.get("/api/v1/runs").json()["pagination"]["total"] == 0
+    assert outsider_client.get("/api/v1/runs").json()["data"] == []
     assert outsider_client.get(f"/api/v1/runs/{run.run_id}").status_code == 404
 
 
@@ -101,3 +102,66 @@ def test_runners_list_includes_builtin_echo(user_client):
     ids = [r["id"] for r in user_client.get("/api/v1/runners").json()["data"]]
 
     assert "builtin:echo" in ids
+
+
+def make_runs(count: int, **fields) -> list[str]:
+    runs = [AgentRun(run_id=f"r-{uuid.uuid4()}", event_id=f"e-{uuid.uuid4()}",
+                     runner_id="builtin:echo", status="completed", **fields)
+            for _ in range(count)]
+    AgentRun.objects.bulk_create(runs)
+    return [run.run_id for run in runs]
+
+
+def walk(client, url: str) -> tuple[list[str], list[dict]]:
+    """Every run id of every page from `url` on, following `next`; and the pages."""
+    ids, pages = [], []
+    while url:
+        page = client.get(url).json()
+        pages.append(page)
+        ids += [run["run_id"] for run in page["data"]]
+        url = page["pagination"]["next"]
+    return ids, pages
+
+
+def test_walking_the_runs_by_cursor_returns_each_once_newest_first_while_runs_are_added(
+        user_client, user, project):
+    mine = make_runs(10, actor_type="user", actor_id=str(user.pk))
+    projects = make_runs(15, project_id=str(project.pk), actor_type="user", actor_id="someone")
+    expected = list(reversed(mine + projects))  # created in this order: newest last
+
+    ids, page = [], user_client.get("/api/v1/runs?page_size=7").json()
+    while True:
+        ids += [run["run_id"] for run in page["data"]]
+        make_runs(2, project_id=str(project.pk))  # added meanwhile: before the first page
+        if not page["pagination"]["next"]:
+            break
+        page = user_client.get(page["pagination"]["next"]).json()
+
+    assert ids == expected
+    first = user_client.get("/api/v1/runs?page_size=7").json()
+    second = user_client.get(first["pagination"]["next"]).json()
+    back = user_client.get(second["pagination"]["previous"]).json()
+    assert [run["run_id"] for run in back["data"]] == [run["run_id"] for run in first["data"]]
+    assert set(first["pagination"]) == {"page_size", "has_next", "has_prev", "next",
+                                        "previous"}
+
+
+def test_the_runs_list_holds_a_members_own_runs_and_an_owners_projects(
+        user_client, member_client, member, user, project):
+    theirs = make_runs(3, actor_type="user", actor_id=str(member.pk), project_id=str(project.pk))
+    elsewhere = make_runs(2, actor_type="user", actor_id="stranger", project_id="elsewhere")
+
+    members, _ = walk(member_client, "/api/v1/runs?page_size=2")
+    owners, _ = walk(user_client, "/api/v1/runs?page_size=2")
+
+    assert members == list(reversed(theirs))
+    assert owners == list(reversed(theirs))  # the project's, though the owner started none
+    assert not set(elsewhere) & set(members + owners)
+
+
+def test_a_cursor_or_page_the_list_did_not_give_is_a_400_naming_it(user_client):
+    for query, field in (("cursor=%%%", "cursor"), ("cursor=eDE", "cursor"),
+                         ("page=2", "page"), ("page_size=500", "page_size")):
+        response = user_client.get(f"/api/v1/runs?{query}")
+        assert response.status_code == 400, (query, response.content)
+        assert field in response.json()["errors"], query

@@ -8,6 +8,7 @@ import asyncio
 
 from asgiref.sync import sync_to_async
 from django.utils.http import content_disposition_header
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
@@ -18,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.permissions import IsSuperuser
+from langhost import keyset
 from langhost.api import BadInput, Gone, Unprocessable
 from langhost.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
@@ -54,12 +56,14 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     lookup_field = "run_id"
     lookup_value_regex = r"[^/]+"
     filterset_fields = ["status", "runner_id", "agent_id", "conversation_id", "project_id"]
-    ordering_fields = ["created_at", "finished_at", "status"]
+    filter_backends = [DjangoFilterBackend]
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no signed-in user
             return AgentRun.objects.none()
-        runs = selectors.visible_runs(self.request.user)
+        return self._narrowed(selectors.visible_runs(self.request.user))
+
+    def _narrowed(self, runs):
         conversation_id = self.request.query_params.get("conversation_id")
         if conversation_id:
             # The caller's own conversation of that id, or a ledger conversation id.
@@ -67,6 +71,21 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
             runs = runs.filter(conversation_id__in=[
                 conversation_id, *mine.values_list("conversation_id", flat=True)])
         return runs
+
+    @extend_schema(parameters=[
+        OpenApiParameter("cursor", str, description="Where the page starts: a `next` or "
+                         "`previous` link's cursor."),
+        OpenApiParameter("page_size", int, description=f"1 to {keyset.MAX_PAGE_SIZE}.")],
+        responses=OpenApiResponse(keyset.response_schema(
+            {"type": "array", "items": {"$ref": "#/components/schemas/Run"}}),
+            description="Newest first, a page at a time by cursor (no total: counting a "
+                        "ledger costs what it holds)."))
+    def list(self, request, *args, **kwargs):
+        """The runs the caller sees, newest first: theirs, and (for a project's owner) the
+        project's; a keyset page, the same cost at any depth and ledger size."""
+        page = keyset.KeysetPage([self.filter_queryset(self._narrowed(runs)) for runs in
+                                  selectors.visible_run_sets(request.user)], request)
+        return page.response(RunSerializer(page.rows, many=True).data)
 
     def get_serializer_class(self):
         return RunRequestSerializer if self.action == "create" else RunSerializer
