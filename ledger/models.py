@@ -406,3 +406,23 @@ class Interaction(models.Model):
 
     def __str__(self):
         return f"{self.title} ({self.status})"
+
+
+class AgentTotals(models.Model):
+    """An agent's totals, kept as its runs complete and its model calls are recorded (in the
+    same transactions): its metrics read this row, however long its history.
+    `manage.py rebuild_rollups` recomputes them from the ledger."""
+
+    agent_id = models.CharField(max_length=64, unique=True)
+    completed_runs = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "agent_totals"
+        verbose_name_plural = "agent totals"
+
+    def __str__(self):
+        return f"{self.agent_id}: {self.completed_runs} runs"

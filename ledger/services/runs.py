@@ -31,6 +31,7 @@ from ledger.models import (
 )
 from ledger.selectors.model_calls import run_usage
 from ledger.selectors.runs import OUTCOME_FIELDS, outcome_dict, run_outcome_sync
+from ledger.services import rollups
 from ledger.sql import insert_rows, update_returning
 
 TRANSCRIPT_MAX_CHARS = 4000
@@ -242,6 +243,7 @@ def record_results(run_id: str, writes: list[ResultWrite],
     with transaction.atomic():
         if model_calls:
             insert_rows(ModelCall, list(model_calls))
+            rollups.model_calls_recorded(list(model_calls))
         if writes:
             insert_rows(AgentRunEvent, [
                 {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
@@ -283,6 +285,8 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
         fields["usage_json"] = usage
     ended = update_returning(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
                              [run_id, *TERMINAL_STATUSES], OUTCOME_FIELDS)
+    if ended and status == RunStatus.COMPLETED:
+        rollups.run_completed(ended.get("agent_id") or "")
     if may_have_steering:  # items are only queued for runners that declare steering
         SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
             status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now

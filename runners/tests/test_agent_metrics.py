@@ -1,6 +1,12 @@
+import io
 from decimal import Decimal
 
-from ledger.models import AgentRun, ModelCall
+from asgiref.sync import async_to_sync
+from django.core.management import call_command
+
+from ledger.models import AgentRun, AgentTotals, ModelCall
+from ledger.services import runs
+from ledger.services.model_calls import record_model_call
 
 KEYS = {
     "total_instances",
@@ -48,23 +54,22 @@ def test_instance_counts_cover_the_agents_project(user_client, agent, make_agent
 
 
 def make_run(agent, n, status="completed", usage=None):
-    return AgentRun.objects.create(
-        run_id=f"run-{n}",
-        event_id=f"event-{n}",
-        runner_id="builtin:echo",
-        agent_id=str(agent.pk),
-        project_id=str(agent.project_id),
-        status=status,
-        usage_json=usage,
-    )
+    """A run of the agent, ended with `status` by the ledger's own service (which keeps the
+    agent's totals)."""
+    run = AgentRun.objects.create(
+        run_id=f"run-{n}", event_id=f"event-{n}", runner_id="builtin:echo",
+        agent_id=str(agent.pk), project_id=str(agent.project_id), status="running")
+    async_to_sync(runs.finish_run)(run.run_id, status, usage=usage)
+    return run
 
 
 def make_call(agent, input_tokens, output_tokens, status="ok"):
     price = Decimal("0.15") / 1_000_000  # per token
-    return ModelCall.objects.create(
+    async_to_sync(record_model_call)(
         run_id="run-1", agent_id=str(agent.pk), model_id="m-1", model_name="gpt", status=status,
         input_tokens=input_tokens, output_tokens=output_tokens,
         cost=(input_tokens + output_tokens) * price)
+    return ModelCall.objects.filter(agent_id=str(agent.pk)).latest("id")
 
 
 def test_tasks_are_the_completed_runs(user_client, agent):
@@ -87,3 +92,18 @@ def test_tokens_and_cost_sum_the_agents_model_calls_exactly(user_client, agent, 
 
     assert body["total_tokens_used"] == sum(c.input_tokens + c.output_tokens for c in mine)
     assert body["total_cost_incurred"] == float(sum(c.cost for c in mine))
+
+
+def test_totals_are_kept_as_runs_end_and_rebuilt_the_same_from_the_ledger(
+        user_client, agent):
+    make_run(agent, 1)
+    make_run(agent, 2, status="failed")
+    make_call(agent, 10, 5)
+    async_to_sync(runs.finish_run)("run-1", "failed")  # ended already: counted once
+    kept = user_client.get(metrics_url(agent)).json()
+    AgentTotals.objects.all().delete()
+
+    call_command("rebuild_rollups", stdout=io.StringIO())
+
+    assert user_client.get(metrics_url(agent)).json() == kept
+    assert (kept["total_tasks_completed"], kept["total_tokens_used"]) == (1, 15)
