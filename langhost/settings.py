@@ -170,7 +170,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # to a crash of the machine; FULL (an fsync per commit) costs the run loop ~15% of its
     # latency (bench/run_overhead.py: 1.45-1.50 -> 1.68-1.70), over its budget. README: Durability.
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous={};".format(
+        # auto_vacuum takes effect on a new file only: pruning gives pages back a few at a
+        # time (`PRAGMA incremental_vacuum`) instead of a VACUUM that locks writes out.
+        "init_command": "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; "
+                        "PRAGMA synchronous={};".format(
             os.environ.get("LANGHOST_SQLITE_SYNCHRONOUS", "NORMAL")),
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
@@ -315,6 +318,9 @@ LANGHOST_INTERACTION_TTL_SECONDS = int(os.environ.get("LANGHOST_INTERACTION_TTL_
 LANGHOST_INTERACTION_MAX_SECONDS = int(os.environ.get("LANGHOST_INTERACTION_MAX_SECONDS", 7 * 24 * 3600))
 # A schedule's tick found later than this (LangHost was down) follows its `missed_ticks`.
 LANGHOST_SCHEDULE_GRACE_SECONDS = int(os.environ.get("LANGHOST_SCHEDULE_GRACE_SECONDS", 60))
+# Ended runs older than this many days leave the ledger (`manage.py prune_ledger`, and the
+# process that owns work once an hour); 0 keeps every run.
+LANGHOST_LEDGER_RETENTION_DAYS = int(os.environ.get("LANGHOST_LEDGER_RETENTION_DAYS", 0))
 # The process that owns work starts queued runs whose process went away, and fires schedules.
 LANGHOST_BACKGROUND_WORK = env_bool("LANGHOST_BACKGROUND_WORK", True)
 LANGHOST_WEBHOOK_ALLOW_PRIVATE = env_bool("LANGHOST_WEBHOOK_ALLOW_PRIVATE", False)

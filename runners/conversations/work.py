@@ -1,13 +1,17 @@
 """Work no request asks for, done by the process that owns work (the serving process on the
 embedded default; each runtime worker past one process): queued runs whose process went
-away are started, and schedules fire. Every process may do it at once: each step claims
+away are started, schedules fire, and (with LANGHOST_LEDGER_RETENTION_DAYS) old runs leave
+the ledger once an hour. Every process may do it at once: each step claims
 what it takes in the database first."""
 
 import asyncio
 import logging
+import time
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from ledger.services import retention
 from runners.conversations import background
 from runners.runtime import liveness
 from runners.schedules import services as schedules
@@ -17,9 +21,29 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
 
 
+# Ledger retention runs at most this often in a process.
+PRUNE_EVERY_SECONDS = 3600
+_pruned_at: float | None = None
+
+
 async def work_once() -> None:
     await background.resume_orphaned_runs()
     await schedules.fire_due()
+    await _prune_when_due()
+
+
+async def _prune_when_due() -> None:
+    global _pruned_at
+    limit = retention.cutoff()
+    now = time.monotonic()
+    if limit is None or (_pruned_at is not None and now - _pruned_at < PRUNE_EVERY_SECONDS):
+        return
+    _pruned_at = now
+    pruned = await sync_to_async(retention.prune)(limit)
+    if pruned.runs:
+        logger.info("retention: removed %d run(s) created before %s", pruned.runs,
+                    limit.isoformat())
+        await sync_to_async(retention.reclaim_space)()
 
 
 async def work_forever() -> None:
