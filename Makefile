@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test browser servers bench cluster
+.PHONY: run test install install-test browser servers bench bench-scale cluster
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -78,3 +78,7 @@ bench: install-test
 	$(PY) bench/llm_overhead.py
 	$(PY) bench/isolation.py
 	$(PY) bench/knowledge.py
+
+# Reads and writes on a ledger of 300,000 runs against one of 10,000 (several minutes).
+bench-scale: install-test
+	$(PY) bench/ledger_scale.py
