@@ -172,7 +172,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="authorization")
     def authorization(self, run):
-        return pretty(run.authorization_json)
+        return pretty(run.authorization())
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):

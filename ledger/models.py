@@ -4,6 +4,8 @@ Table and column names follow the reference host's ledger so its SQL keeps worki
 ledger refers to runners, agents, projects and conversations by their id strings only.
 """
 
+import copy
+
 from django.db import models
 
 
@@ -53,7 +55,10 @@ class AgentRun(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     usage_json = models.JSONField(null=True, blank=True)
     cost_json = models.JSONField(null=True, blank=True)
+    # What in-run API calls are checked against (`authorization()`): the run's own part here,
+    # the part its binding decides (grants, APIs, policies) kept once in `RunGrants`.
     authorization_json = models.JSONField(default=dict, blank=True)
+    grants_digest = models.CharField(max_length=64, blank=True, default="")
     metadata_json = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -83,6 +88,11 @@ class AgentRun(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    def authorization(self) -> dict:
+        """The run's authorization snapshot, whole: its grants and its own part."""
+        shared = shared_grants(self.grants_digest) if self.grants_digest else {}
+        return {**shared, **(self.authorization_json or {})}
 
     @property
     def duration_seconds(self) -> float | None:
@@ -426,3 +436,37 @@ class AgentTotals(models.Model):
 
     def __str__(self):
         return f"{self.agent_id}: {self.completed_runs} runs"
+
+
+class RunGrants(models.Model):
+    """The part of runs' authorization snapshots that their binding decides (runner, APIs,
+    policies, prompt, granted models, tools, knowledge bases, skills): the same for most runs,
+    kept once per distinct value, named by the SHA-256 of its JSON."""
+
+    digest = models.CharField(max_length=64, unique=True)
+    snapshot = models.JSONField()
+
+    class Meta:
+        db_table = "run_grants"
+        verbose_name_plural = "run grants"
+
+    def __str__(self):
+        return self.digest[:12]
+
+
+# digest → snapshot, as read: a row never changes (its digest is its content's).
+_grants_read: dict[str, dict] = {}
+GRANTS_KEPT = 512
+
+
+def shared_grants(digest: str) -> dict:
+    """The grants of that digest ({} when there is no such row)."""
+    if digest not in _grants_read:
+        snapshot = RunGrants.objects.filter(digest=digest).values_list(
+            "snapshot", flat=True).first()
+        if snapshot is None:
+            return {}
+        if len(_grants_read) >= GRANTS_KEPT:
+            _grants_read.clear()
+        _grants_read[digest] = snapshot
+    return copy.deepcopy(_grants_read[digest])

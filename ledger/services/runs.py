@@ -6,6 +6,8 @@ transaction on Django's sync thread, so the run loop pays one thread hop per ste
 loop's own statements are built by `rows`.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,6 +26,7 @@ from ledger.models import (
     EventLog,
     EventSource,
     ModelCall,
+    RunGrants,
     RunStatus,
     SteeringItem,
     SteeringStatus,
@@ -75,7 +78,7 @@ class StartedRun:
 def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
               scope_keys: dict[str, str],
               history_of: tuple[str, str] | None = None, turn: str | None = None,
-              queued_event: dict | None = None) -> StartedRun:
+              queued_event: dict | None = None, grants: dict | None = None) -> StartedRun:
     """Create the `running` row, the event log row and the user's transcript entry together;
     the state snapshot of `scope_keys`, and (given `history_of`, a conversation and thread)
     the latest history cursor before the new entry.
@@ -85,13 +88,22 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
     (`StartedRun.queued`: nothing else is read or written until `promote_queued`); a queued
     row keeps `queued_event` in its metadata, for whoever starts it.
 
+    `grants`, the part of the run's authorization its binding decides, is kept once per
+    distinct value (`RunGrants`), the run row naming it by digest.
+
     The event log's unique idempotency key makes a replayed event fail here, before anything
     runs.
     """
     now = timezone.now()
     latest = None
+    if grants is not None:
+        digest = grants_digest(grants)
+        run = {**run, "grants_digest": digest}
     try:
         with transaction.atomic():
+            if grants is not None:
+                RunGrants.objects.bulk_create([RunGrants(digest=digest, snapshot=grants)],
+                                              ignore_conflicts=True)
             if turn and run["conversation_id"]:
                 _lock_conversation(run["conversation_id"])
                 active = _active_runs(run["conversation_id"]).values_list(
@@ -120,6 +132,11 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
             raise
         raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
     return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+
+
+def grants_digest(grants: dict) -> str:
+    return hashlib.sha256(json.dumps(grants, sort_keys=True, separators=(",", ":"),
+                                     default=str).encode()).hexdigest()
 
 
 def _latest_entry(history_of: tuple[str, str]):

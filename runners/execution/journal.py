@@ -137,6 +137,11 @@ class Journal:
             self._wake()
 
 
+# The part of a run's authorization snapshot that is its own (the rest, its binding's, is
+# kept once for all the runs that share it).
+RUN_OWN_AUTHORIZATION = ("state_context", "conversation_id", "thread_id", "project_id")
+
+
 async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBinding,
                     descriptor: RunnerDescriptor, apis, scopes: dict, deadline: float | None,
                     agent_name: str, owner_id: str,
@@ -150,7 +155,11 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
     Raises `ledger.DuplicateEvent` when the event was received before.
     """
     deadline_at = datetime.fromtimestamp(deadline, UTC) if deadline else None
+    snapshot = context.authorization_snapshot(event, binding, descriptor, apis, scopes, grants,
+                                              tools, knowledge, skills)
     return await ledger.start_run(
+        grants={key: value for key, value in snapshot.items()
+                if key not in RUN_OWN_AUTHORIZATION},
         run={
             "run_id": run_id, "event_id": event.event_id, "agent_id": event.agent_id or "",
             "actor_type": event.actor.actor_type, "actor_id": event.actor.actor_id or "",
@@ -158,8 +167,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "conversation_id": event.conversation_id or "",
             "thread_id": event.thread_id or "", "project_id": event.project_id or "",
             "deadline_at": deadline_at,
-            "authorization_json": context.authorization_snapshot(
-                event, binding, descriptor, apis, scopes, grants, tools, knowledge, skills),
+            "authorization_json": {key: snapshot[key] for key in RUN_OWN_AUTHORIZATION},
             # The input itself is the event log's (`event_id`): not copied here.
             "metadata_json": {"event_type": event.event_type, "source": event.source,
                               "agent_name": agent_name},

@@ -190,8 +190,8 @@ async def _granted_tools(context: dict) -> dict[str, dict]:
     source a call is routed by."""
     if not (context.get("resources") or {}).get("tools"):
         return {}
-    auth = await AgentRun.objects.filter(run_id=context["run_id"]).values_list(
-        "authorization_json", flat=True).afirst() or {}
+    run = await AgentRun.objects.filter(run_id=context["run_id"]).afirst()
+    auth = await sync_to_async(run.authorization)() if run else {}
     return {tool["tool_name"]: tool for tool in (auth.get("resources") or {}).get("tools") or []}
 
 

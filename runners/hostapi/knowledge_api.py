@@ -16,6 +16,8 @@ is refused when it names another plugin or the run is no longer active.
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from asgiref.sync import sync_to_async
+
 from ledger.models import AgentRun, RunStatus
 from runners.knowledge import collections, services
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
@@ -47,7 +49,7 @@ async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
     run = await AgentRun.objects.filter(run_id=str(run_id)).afirst()
     if run is None:
         raise HostError("run.not_found", f"run {run_id} does not exist")
-    auth = run.authorization_json or {}
+    auth = await sync_to_async(run.authorization)()
     claimed = data.get("caller_plugin_identity")
     if claimed and claimed != auth.get("plugin_identity"):
         raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {claimed}")

@@ -35,13 +35,15 @@ STATE_KEY_ALIASES = {"conversation_id": "external.conversation_id"}
 
 
 @sync_to_async
-def _load(run_id: str, installation_uuid: str | None) -> tuple[AgentRun | None, str | None]:
+def _load(run_id: str, installation_uuid: str | None) -> tuple[AgentRun | None, dict,
+                                                                str | None]:
+    """The run, its authorization snapshot, and the plugin of the installation."""
     run = AgentRun.objects.filter(run_id=run_id).first()
     plugin = None
     if installation_uuid:
         installation = PluginInstallation.objects.filter(installation_uuid=installation_uuid).first()
         plugin = installation.plugin_id if installation else None
-    return run, plugin
+    return run, run.authorization() if run else {}, plugin
 
 
 async def authorize(action: str, data: dict, context: dict | None) -> tuple[AgentRun, dict]:
@@ -49,10 +51,9 @@ async def authorize(action: str, data: dict, context: dict | None) -> tuple[Agen
     if not run_id:
         raise HostError("run.required", f"{action} must name the run it belongs to")
     installation_uuid = (context or {}).get("installation_uuid")
-    run, context_plugin = await _load(str(run_id), installation_uuid)
+    run, auth, context_plugin = await _load(str(run_id), installation_uuid)
     if run is None:
         raise HostError("run.not_found", f"run {run_id} does not exist")
-    auth = run.authorization_json or {}
     owner = auth.get("plugin_identity")
     # The caller must be named, and be the run's plugin by every name it comes with: an unnamed
     # caller, or an installation LangHost does not know, is refused rather than trusted.
@@ -195,7 +196,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         return {"items": await ledger.pull_steering(run.run_id, limit)}
     # get_prompt: the prompt the binding carries: a prompt-editor list as it is, a persona
     # as a system message.
-    prompt = (run.authorization_json or {}).get("prompt") or ""
+    prompt = auth.get("prompt") or ""
     if isinstance(prompt, list):
         return {"prompt": prompt}
     return {"prompt": [{"role": "system", "content": prompt}] if prompt else []}

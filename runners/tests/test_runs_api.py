@@ -6,7 +6,7 @@ import uuid
 import pytest
 from asgiref.sync import async_to_sync
 
-from ledger.models import AgentRun
+from ledger.models import AgentRun, RunGrants
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -165,3 +165,17 @@ def test_a_cursor_or_page_the_list_did_not_give_is_a_400_naming_it(user_client):
         response = user_client.get(f"/api/v1/runs?{query}")
         assert response.status_code == 400, (query, response.content)
         assert field in response.json()["errors"], query
+
+
+def test_runs_of_one_binding_share_one_grants_row_and_read_their_whole_snapshot(
+        superuser_client):
+    for text in ("a", "b"):
+        start(superuser_client, {"runner_id": "builtin:echo", "input": {"text": text}})
+    first, second = AgentRun.objects.order_by("id")
+
+    assert RunGrants.objects.count() == 1
+    assert first.grants_digest == second.grants_digest != ""
+    assert "resources" not in first.authorization_json  # kept once, not on each row
+    assert first.authorization()["runner_id"] == "builtin:echo"
+    assert set(first.authorization()["resources"]) == {"models", "tools", "knowledge_bases",
+                                                       "skills"}

@@ -102,7 +102,7 @@ async def test_an_activated_skill_is_active_from_the_start_of_the_next_run(
     assert INSTRUCTIONS not in openai_server.calls()[0].body["messages"][0]["content"]
     assert INSTRUCTIONS in openai_server.calls()[2].body["messages"][0]["content"]
     run = await AgentRun.objects.aget(run_id=second["run_id"])
-    assert run.authorization_json["resources"]["skills"][0]["skill_name"] == "tide-reader"
+    assert (await sync_to_async(run.authorization)())["resources"]["skills"][0]["skill_name"] == "tide-reader"
     kept = await AgentRunnerState.objects.aget(scope="conversation",
                                                state_key="host.activated_skills")
     assert kept.value_json == ["tide-reader"]

@@ -73,7 +73,7 @@ def test_the_agent_calls_its_mcp_tool_and_answers_with_the_result(
     assert second.body["messages"][-2]["tool_calls"][0]["function"]["name"] == "add"
     run = AgentRun.objects.get(run_id=body["run_id"])
     assert run.status == RunStatus.COMPLETED
-    grant = next(t for t in run.authorization_json["resources"]["tools"]
+    grant = next(t for t in run.authorization()["resources"]["tools"]
                  if t["tool_name"] == "add")
     assert (grant["source"], grant["source_id"], grant["operations"]) == (
         "mcp", "calc", ["detail", "call"])

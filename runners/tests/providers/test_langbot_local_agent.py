@@ -130,5 +130,5 @@ async def test_a_rerank_model_its_config_names_is_granted_for_rerank_by_id(
     assert answer["status"] == "completed"
     run = await AgentRun.objects.aget(run_id=answer["run_id"])
     granted = {grant["model_id"]: grant["operations"]
-               for grant in run.authorization_json["resources"]["models"]}
+               for grant in (await sync_to_async(run.authorization)())["resources"]["models"]}
     assert granted[str(reranker.pk)] == ["rerank"]

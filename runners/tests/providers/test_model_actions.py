@@ -160,5 +160,5 @@ async def test_model_lists_and_the_version(run, models):
 
     active_chat = [models[name] for name in ("granted", "invoke-only", "other")]
     assert every == {"llm_models": [str(model.pk) for model in active_chat]}
-    assert in_run["llm_models"] == [g["model_id"] for g in run.authorization_json["resources"]["models"]]
+    assert in_run["llm_models"] == [g["model_id"] for g in run.authorization()["resources"]["models"]]
     assert version == {"version": model_api.VERSION, "api_features": ["llm.reasoning_level"]}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, ModelCall
 from runners.execution.orchestrator import Orchestrator
@@ -96,7 +97,7 @@ async def test_a_runner_calls_its_granted_models_and_is_refused_the_others(
     # The runner reports no usage: the run's is the sum of its model calls.
     assert outcome["usage"]["total_tokens"] == 17 + 17 + 6
     run = await AgentRun.objects.aget(run_id=run_id)
-    assert run.authorization_json["resources"]["models"] == report["granted"]
+    assert (await sync_to_async(run.authorization)())["resources"]["models"] == report["granted"]
 
 
 async def test_the_shipped_thinker_streams_its_models_answer(gateway, models, openai_server):
