@@ -170,10 +170,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # to a crash of the machine; FULL (an fsync per commit) costs the run loop ~15% of its
     # latency (bench/run_overhead.py: 1.45-1.50 -> 1.68-1.70), over its budget. README: Durability.
     DATABASES["default"]["OPTIONS"] = {
-        # auto_vacuum takes effect on a new file only: pruning gives pages back a few at a
-        # time (`PRAGMA incremental_vacuum`) instead of a VACUUM that locks writes out.
-        "init_command": "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; "
-                        "PRAGMA synchronous={};".format(
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous={};".format(
             os.environ.get("LANGHOST_SQLITE_SYNCHRONOUS", "NORMAL")),
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
