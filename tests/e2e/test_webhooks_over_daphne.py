@@ -5,7 +5,6 @@ with the project's secret, after a first answer of 500 — and not again."""
 import hashlib
 import hmac
 import json
-import time
 
 import httpx
 import pytest
@@ -35,11 +34,7 @@ def test_the_serving_process_delivers_a_runs_outcome_once_after_a_500(
                 "agent_type_id": echo["id"], "name": "Echo"}).json()
             run = http.post("/api/v1/runs", json={
                 "agent_id": agent["id"], "input": {"text": "hi"}, "webhook": hook.url}).json()
-            deadline = time.monotonic() + scaled(30)
-            while len(hook.received) < 2:
-                assert time.monotonic() < deadline, f"got {len(hook.received)} POSTs"
-                time.sleep(0.05)
-            time.sleep(scaled(1.5))  # time for a third POST, which must not come
+            hook.wait_for(2, scaled(30))
     finally:
         hook.server.shutdown()
 

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -15,6 +16,7 @@ from asgiref.sync import async_to_sync
 from runners.tests.conversation_fixtures import conversations_url, read_body
 from runners.webhooks import services
 from runners.webhooks.models import WebhookDelivery
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,6 +41,14 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+
+    def wait_for(self, count: int, within: float) -> None:
+        """Until `count` POSTs came, then as long again for one more, which must not come."""
+        give_up = time.monotonic() + within
+        while len(self.received) < count:
+            assert time.monotonic() < give_up, f"got {len(self.received)} POSTs"
+            time.sleep(0.05)
+        time.sleep(scaled(1.5))
 
 
 @pytest.fixture
