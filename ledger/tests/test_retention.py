@@ -106,7 +106,7 @@ def test_pruning_gives_sqlites_pages_back(ledger_of_two_conversations):
                  stdout=out)
 
     assert "incremental vacuum" in out.getvalue()
-    assert checkpointed_size(path) < before * 0.7
+    assert checkpointed_size(path) < before - 500_000  # the 410 events freed about 0.8 MB
 
 
 def test_without_a_limit_pruning_is_refused(settings):
