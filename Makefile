@@ -55,14 +55,15 @@ run: install
 	$(PY) manage.py serve
 
 # The whole suite on SQLite (the cluster tests start their own PostgreSQL and Redis), then once
-# more on a private PostgreSQL. That pass leaves out what never reaches its database: the
-# cluster, end-to-end and browser tests run servers on databases of their own.
+# more on a private PostgreSQL. That pass leaves out what never reaches its database (the
+# cluster, end-to-end and browser tests run servers on databases of their own) and the tests
+# of processes, whose database is incidental (conftest.py's PROCESS_MODULES).
 test: install-test browser servers
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
 	$(PY) -m langhost.local_servers -- env -u REDIS_URL \
-	  $(PY) -m pytest -m "not cluster and not e2e and not browser"
+	  $(PY) -m pytest -m "not cluster and not e2e and not browser and not processes"
 
 # deploy/'s layout on this machine: private PostgreSQL and Redis, then deploy/Procfile's two web
 # processes (ports 8000, 8001) and two runtime workers (health on 8100, 8101). Ctrl-C stops all.

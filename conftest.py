@@ -197,3 +197,22 @@ def make_agent(db):
 def agent(make_agent, project, agent_type):
     """An idle agent in `project`."""
     return make_agent(project, agent_type, name="Ada")
+
+
+# Tests of processes — the runtime and its links, plugins starting, crashing and stopping,
+# commands, the data dir: the database they touch is incidental, so the PostgreSQL pass of
+# `make test` leaves them out (`-m "not processes"`) and they run once, on SQLite.
+PROCESS_MODULES = {
+    "runners/tests/test_process_hygiene.py", "runners/tests/test_plugin_failures.py",
+    "runners/tests/test_plugin_loading.py", "runners/tests/test_runners_command.py",
+    "runners/tests/test_runtime_loss.py", "runners/tests/test_runtime_recovery.py",
+    "runners/tests/test_last_frame.py", "runners/tests/tools/test_mcp_sessions.py",
+    "tests/runtime/test_link_stdio.py", "tests/runtime/test_link_ws.py",
+    "tests/test_data_dir.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.split("::", 1)[0] in PROCESS_MODULES:
+            item.add_marker(pytest.mark.processes)
