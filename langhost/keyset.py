@@ -31,7 +31,7 @@ def _decode(cursor: str) -> tuple[str, int]:
         direction, pk = raw[0], int(raw[1:])
     except (binascii.Error, UnicodeDecodeError, ValueError, IndexError):
         raise BadInput("cursor is not one this list gave.", field="cursor") from None
-    if direction not in "ba" or pk < 0:
+    if direction not in "ba" or not 0 <= pk < 2**63:
         raise BadInput("cursor is not one this list gave.", field="cursor")
     return direction, pk
 

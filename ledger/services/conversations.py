@@ -48,6 +48,10 @@ class StateLimit(Exception):
     """A state write would pass one of the state's limits (the message names it)."""
 
 
+# State keys LangHost writes for its own runners; a client writes none of them.
+HOST_KEY_PREFIX = "host."
+
+
 def _checked(delta: dict) -> None:
     """Refuse a delta over the limits it can be judged by alone: keys, bytes per value, bytes
     in all."""
@@ -56,6 +60,11 @@ def _checked(delta: dict) -> None:
                          f"{settings.LANGHOST_STATE_MAX_KEYS} (LANGHOST_STATE_MAX_KEYS).")
     total = 0
     for key, value in delta.items():
+        target = split_key(key)
+        if target is not None and target[1].startswith(HOST_KEY_PREFIX):
+            raise StateLimit(f"{key!r}: keys starting {HOST_KEY_PREFIX!r} are LangHost's own "
+                             "(an agent's activated skills, a tool call awaiting approval); "
+                             "a client may not write them.")
         size = len(json.dumps(value, ensure_ascii=False).encode())
         if size > STATE_VALUE_MAX_BYTES:
             raise StateLimit(f"The value of {key!r} is {size} bytes; a value may take "

@@ -37,6 +37,7 @@ from ledger.models import (
 from ledger.services import conversations
 
 BATCH = 500
+VACUUM_PAGES = 2000
 
 
 @dataclass
@@ -140,6 +141,10 @@ def reclaim_space(full: bool = False) -> str:
             cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cursor.execute("VACUUM")
             return "VACUUM"
-        cursor.execute("PRAGMA incremental_vacuum")
-        cursor.fetchall()  # it frees a page a step: read to its end
-        return "incremental vacuum"
+        # A few pages a statement, each its own short write, until none is free.
+        while True:
+            cursor.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})")
+            cursor.fetchall()  # it frees a page a step: read to its end
+            cursor.execute("PRAGMA freelist_count")
+            if cursor.fetchone()[0] == 0:
+                return "incremental vacuum"

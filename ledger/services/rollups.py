@@ -45,7 +45,13 @@ def model_calls_recorded(rows: list[dict]) -> None:
 
 
 def rebuild() -> int:
-    """Recompute every agent's totals from the ledger; the number of agents."""
+    """Recompute every agent's totals from the ledger, in one transaction (the increments of
+    runs ending meanwhile wait for it); the number of agents."""
+    with transaction.atomic():
+        return _rebuilt()
+
+
+def _rebuilt() -> int:
     totals: dict[str, dict] = {}
     for row in (AgentRun.objects.filter(status=RunStatus.COMPLETED).exclude(agent_id="")
                 .values("agent_id").annotate(n=Count("id")).order_by()):
@@ -54,8 +60,7 @@ def rebuild() -> int:
             input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"),
             cost=Sum("cost")).order_by()):
         totals.setdefault(row.pop("agent_id"), {}).update(row)
-    with transaction.atomic():
-        AgentTotals.objects.all().delete()
-        AgentTotals.objects.bulk_create([AgentTotals(agent_id=agent_id, **values)
-                                         for agent_id, values in totals.items()])
+    AgentTotals.objects.all().delete()
+    AgentTotals.objects.bulk_create([AgentTotals(agent_id=agent_id, **values)
+                                     for agent_id, values in totals.items()])
     return len(totals)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ledger import owners
@@ -105,6 +106,9 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
                 RunGrants.objects.bulk_create([RunGrants(digest=digest, snapshot=grants)],
                                               ignore_conflicts=True)
             if turn and run["conversation_id"]:
+                if EventLog.objects.filter(
+                        idempotency_key=event_log["idempotency_key"]).exists():
+                    raise IntegrityError  # a replay: answered below, busy or not
                 _lock_conversation(run["conversation_id"])
                 active = _active_runs(run["conversation_id"]).values_list(
                     "run_id", flat=True).first()
@@ -191,6 +195,10 @@ def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
     and starts from the returned snapshot. None while a run before it is active; the run's status when it is no longer
     queued (cancelled meanwhile)."""
     now = timezone.now()
+    row = AgentRun.objects.filter(run_id=run_id).values("id", "conversation_id").first()
+    if row is not None and _active_runs(row["conversation_id"]).filter(
+            id__lt=row["id"]).exists():
+        return None  # a plain read while waiting: the write lock only when it looks free
     with transaction.atomic():
         row = AgentRun.objects.filter(run_id=run_id).values(
             "id", "status", "conversation_id", "execution_owner_id").first()
@@ -217,9 +225,11 @@ def orphaned_queued_runs_sync(now=None) -> list[AgentRun]:
     """Queued runs nobody waits for: their process of this host is gone, or their lease ran
     out."""
     now = now or timezone.now()
-    queued = AgentRun.objects.active().filter(status=RunStatus.QUEUED).order_by("id")
-    return [run for run in queued[:500] if owners.owner_is_gone(run.execution_owner_id)
-            or (run.lease_expires_at is not None and run.lease_expires_at < now)]
+    candidates = AgentRun.objects.active().filter(status=RunStatus.QUEUED).filter(
+        Q(lease_expires_at__lt=now) | Q(execution_owner_id__startswith=f"{owners.HOST}:"))
+    return [run for run in candidates.order_by("id")[:500]
+            if (run.lease_expires_at is not None and run.lease_expires_at < now)
+            or owners.owner_is_gone(run.execution_owner_id)]
 
 
 def adopt_queued_sync(run_id: str, previous_owner: str, owner_id: str) -> bool:

@@ -83,7 +83,8 @@ def run_detail(request, run_id):
 def answer_interaction(request, conversation_pk, interaction_pk):
     """The conversation page's answer to a question a run asked: through the door, as the
     conversation's user; the answer's run goes on in the background."""
-    conversation = get_object_or_404(Conversation, pk=conversation_pk)
+    conversation = get_object_or_404(Conversation, pk=conversation_pk,
+                                     user_id=str(request.user.pk))
     question = get_object_or_404(Interaction, pk=interaction_pk,
                                  conversation_id=conversation.conversation_id)
     fields = InteractionRequest.model_validate(question.request_json).fields

@@ -101,8 +101,7 @@ def _prepared_again(run: AgentRun) -> door.PreparedRun:
     door.require_taking_messages(agent)
     tree, node = door.answering_node(agent, run.conversation_id)
     binding = door.node_binding(agent, tree, node, run.conversation_id)
-    door.require_available(binding.runner_id, run.metadata_json.get("event_type") or
-                           door.MESSAGE_EVENT)
+    door.require_runner(binding.runner_id)  # what it takes was checked when it came
     return door.PreparedRun(event=AgentEventEnvelope.model_validate(event), binding=binding,
                             run_id=run.run_id, agent=agent, agent_name=node.name,
                             multitask=ENQUEUE, queued=True)

@@ -56,7 +56,7 @@ def prepare_answer(caller: door.Caller, *, agent_id, project_id=None, conversati
     tree = build_tree(agent.agent_type)
     node = find_agent(tree.root, interaction.agent_name) or tree.root
     binding = door.node_binding(agent, tree, node, conversation.conversation_id)
-    door.require_available(binding.runner_id, INTERACTION_SUBMITTED_EVENT)
+    door.require_runner(binding.runner_id)  # the runner that asked takes the answer
     event_id = f"evt-{uuid.uuid4()}"
     event = AgentEventEnvelope(
         event_id=event_id, event_type=INTERACTION_SUBMITTED_EVENT,

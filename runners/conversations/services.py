@@ -291,14 +291,30 @@ def state_identity(agent: AgentInstance, conversation: Conversation | None = Non
     return StateIdentity(runner_id=binding.runner_id, binding_identity=binding.binding_id)
 
 
-def require_available(runner_id: str, event_type: str):
-    """The runner's descriptor, if it is available and takes this event."""
+def require_runner(runner_id: str):
+    """The runner's descriptor, if it is available."""
     try:
-        descriptor = require_runner_sync(runner_id)
+        return require_runner_sync(runner_id)
     except registry.RunnerNotFound as exc:
         raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
+
+
+def require_available(runner_id: str, event_type: str):
+    """The runner's descriptor, if it is available and takes this event."""
+    descriptor = require_runner(runner_id)
     require_usage(descriptor, event_type)
     return descriptor
+
+
+def require_no_answer(event_type: str, event_input: dict | None) -> None:
+    """An answer to a question is given at its own door (`interactions.prepare_answer`),
+    which takes it once: no other door passes one on."""
+    if event_type == INTERACTION_SUBMITTED_EVENT:
+        raise InvalidInput("Answer a run's question at .../conversations/{id}/interactions/"
+                           "{interaction_id}.", field="event")
+    if (event_input or {}).get("interaction") is not None:
+        raise InvalidInput("input.interaction is given by LangHost when a question is "
+                           "answered, not by a caller.", field="input")
 
 
 def answers_messages(descriptor) -> bool:
@@ -319,8 +335,6 @@ def require_usage(descriptor, event_type: str) -> None:
     that platform event); any other event a runner declared for it."""
     if event_type == MESSAGE_EVENT and answers_messages(descriptor):
         return
-    if event_type == INTERACTION_SUBMITTED_EVENT:
-        return  # a runner that asked takes the answer
     if not takes_event(descriptor, event_type):
         what = "messages" if event_type == MESSAGE_EVENT else f"'{event_type}' events"
         raise InvalidInput(f"Runner '{descriptor.id}' is declared for {descriptor.usages} "
@@ -391,6 +405,7 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
     The input is either message `parts` (inline files saved as artifacts of the conversation)
     or an already built `event_input`.
     """
+    require_no_answer(event_type, event_input)
     agent = find_agent(caller, agent_id, project_id)
     conversation = (find_conversation(caller, agent, conversation_id)
                     if conversation_id is not None else None)
@@ -461,6 +476,7 @@ async def prepare_runner_run(caller: Caller, *, runner_id: str | None = None,
     """
     if not caller.is_superuser:
         raise Forbidden("Only superusers may run a runner or binding directly.")
+    require_no_answer(event_type or MESSAGE_EVENT, event_input)
     if binding_id:
         stored = await Binding.objects.filter(binding_id=binding_id, enabled=True).afirst()
         if stored is None:

@@ -10,6 +10,7 @@ import time
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 
 from ledger.services import retention
 from runners.conversations import background
@@ -39,11 +40,21 @@ async def _prune_when_due() -> None:
     if limit is None or (_pruned_at is not None and now - _pruned_at < PRUNE_EVERY_SECONDS):
         return
     _pruned_at = now
-    pruned = await sync_to_async(retention.prune)(limit)
+    # On a thread of its own: the process's shared sync thread keeps serving runs meanwhile.
+    pruned = await sync_to_async(_prune, thread_sensitive=False)(limit)
     if pruned.runs:
         logger.info("retention: removed %d run(s) created before %s", pruned.runs,
                     limit.isoformat())
-        await sync_to_async(retention.reclaim_space)()
+
+
+def _prune(limit) -> retention.Pruned:
+    try:
+        pruned = retention.prune(limit)
+        if pruned.runs:
+            retention.reclaim_space()
+        return pruned
+    finally:
+        close_old_connections()  # this thread's connection is not a request's
 
 
 async def work_forever() -> None:

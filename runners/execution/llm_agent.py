@@ -343,6 +343,10 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
                  "function": {"name": entry["name"], "arguments": entry["arguments"] or "{}"}}
                 for call_id, entry in asked.items()]}]
             waiting = tool_approval.needing_approval(turn.config, asked)
+            if waiting and not conversation_id:  # nobody to ask: they do not run
+                async for item in answer_calls(asked, set(waiting)):
+                    yield item
+                continue
             if waiting:  # asked for, the run ends; the answer's run goes on from here
                 yield result("action.requested", tool_approval.request(context["run_id"],
                                                                        waiting, asked))

@@ -86,8 +86,9 @@ class ConversationBusy(RunRefused):
 # that declare steering).
 ENQUEUE, REJECT, INTERRUPT, STEER = "enqueue", "reject", "interrupt", "steer"
 MULTITASK_STRATEGIES = (ENQUEUE, REJECT, INTERRUPT, STEER)
-# How often a queued run looks whether its turn came.
+# How often a queued run looks whether its turn came: soon, then less often.
 TURN_POLL_SECONDS = 0.05
+TURN_POLL_MAX_SECONDS = 0.5
 
 
 def _turn(multitask: str | None) -> str | None:
@@ -151,9 +152,6 @@ class Orchestrator:
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None
-        if multitask == INTERRUPT and event.conversation_id:
-            for active in await ledger.active_runs(event.conversation_id):
-                await self.cancel(active, "interrupted: a new message arrived")
         try:
             started = None if queued else await journal.start_run(
                 run_id, event, binding, descriptor, apis, scopes, deadline, agent_name,
@@ -164,6 +162,12 @@ class Orchestrator:
             return
         except ledger.ConversationBusy as busy:
             raise ConversationBusy(busy.run_id) from None
+        if started is not None and started.queued and multitask == INTERRUPT:
+            # Queued first (a replayed message interrupts nothing), then the runs before it
+            # are cancelled.
+            for active in await ledger.active_runs(event.conversation_id):
+                if active != run_id:
+                    await self.cancel(active, "interrupted: a new message arrived")
         if started is None or started.queued:
             started = await self._wait_turn(run_id, event, apis, scopes, timeout)
             if started is None:
@@ -215,8 +219,12 @@ class Orchestrator:
         meanwhile (cancelled: its outcome is recorded). A caller that goes away cancels it."""
         process = host_process()
         process.run_waiting(run_id)
+        pause = TURN_POLL_SECONDS
         try:
             while True:
+                if process.stopping:  # the row stays queued: another process adopts it
+                    await asyncio.sleep(TURN_POLL_MAX_SECONDS)
+                    continue
                 started = await journal.promote_queued(
                     run_id, event, apis, scopes, process.owner_id,
                     time.time() + timeout if timeout else None)
@@ -230,7 +238,8 @@ class Orchestrator:
                             run_id=run_id, status=ended["status"],
                             status_reason=ended["status_reason"], sequence=0)])
                     return None
-                await asyncio.sleep(TURN_POLL_SECONDS)
+                await asyncio.sleep(pause)
+                pause = min(pause * 1.5, TURN_POLL_MAX_SECONDS)
         except (GeneratorExit, asyncio.CancelledError):
             await ledger.request_cancel(run_id, "consumer_cancelled")
             raise

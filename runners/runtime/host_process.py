@@ -55,6 +55,8 @@ class HostProcess:
         # The heartbeat and the cancel watch, on the process's loop from the first run on.
         self._watches: tuple[concurrent.futures.Future, ...] = ()
         self._lock = threading.Lock()
+        # Set once the process stops its runs: a queued run waiting here starts no more.
+        self.stopping = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -146,6 +148,7 @@ class HostProcess:
     async def stop_runs(self, reason: str, grace: float) -> None:
         """Cancel every run this process executes with `reason`, give them `grace` seconds to
         be journaled, and end in the ledger whatever is still running under its owner id."""
+        self.stopping = True
         for run_id in list(self.active_runs):
             await self.cancel(run_id, reason)
         give_up = time.monotonic() + grace

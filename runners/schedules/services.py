@@ -100,9 +100,11 @@ async def fire_due(now: datetime | None = None) -> list[str]:
         try:
             prepared = await _prepare(schedule, tick)
             run = await background.start_in_background(prepared)
-        except (Refused, RunRefused) as exc:
+        except Exception as exc:  # a refusal, or input the door could not take: kept
+            if not isinstance(exc, Refused | RunRefused):
+                logger.exception("schedule %s: its tick started no run", schedule.pk)
             await sync_to_async(_record)(schedule.pk, last_run_at=now,
-                                         last_error=getattr(exc, "detail", str(exc)))
+                                         last_error=getattr(exc, "detail", str(exc))[:2000])
             continue
         await sync_to_async(_record)(schedule.pk, last_run_at=now, last_run_id=run["run_id"],
                                      last_error="")

@@ -115,6 +115,7 @@ def test_patch_sets_and_deletes_state_keys(user_client, agent):
     ({f"k{n}": n for n in range(6)}, "LANGHOST_STATE_MAX_KEYS"),
     ({"big": "x" * 300_000}, "262144"),
     ({"a": "x" * 200_000, "b": "x" * 200_000}, "LANGHOST_STATE_MAX_BYTES"),
+    ({"host.pending_approval": {"calls": {}}}, "LangHost's own"),
 ])
 def test_state_over_a_limit_is_refused_naming_it_and_nothing_is_written(user_client, agent,
                                                                        settings, state, named):

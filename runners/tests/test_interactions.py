@@ -110,3 +110,20 @@ async def test_an_answer_the_question_does_not_allow_is_refused_naming_the_field
         await answer(user, asker, conversation, frame, values={"note": 5})
     assert refused.value.field == "values.note"
     assert await Interaction.objects.filter(status="pending").aexists()
+
+
+async def test_no_other_door_passes_an_answer_on(user, asker):
+    _, (frame,), conversation = await ask(user, asker)
+
+    with pytest.raises(InvalidInput) as as_event:
+        await sync_to_async(door.prepare_agent_run)(
+            door.Caller(user), agent_id=asker.pk, conversation_id=conversation.client_id,
+            event_type="interaction.submitted", event_input={"text": "yes"})
+    with pytest.raises(InvalidInput) as as_input:
+        await sync_to_async(door.prepare_agent_run)(
+            door.Caller(user), agent_id=asker.pk, conversation_id=conversation.client_id,
+            event_input={"text": "yes", "interaction": {
+                "interaction_id": frame["data"]["interaction_id"], "action_id": "yes"}})
+
+    assert (as_event.value.field, as_input.value.field) == ("event", "input")
+    assert await Interaction.objects.filter(status="pending").aexists()

@@ -205,3 +205,22 @@ def test_reject_over_http_is_409_naming_the_active_run(user_client, turns_agent)
     assert body["active_run_id"] == running.run_id
     bad = user_client.post(url, {"text": "hi", "multitask_strategy": "later"}, format="json")
     assert bad.status_code == 400 and "multitask_strategy" in bad.json()["errors"]
+
+
+async def test_a_retried_message_replays_its_run_and_interrupts_nothing(user, turns_agent):
+    conversation = await new_conversation(user, turns_agent)
+
+    async def send_once(multitask):
+        prepared = await sync_to_async(door.prepare_agent_run)(
+            door.Caller(user), agent_id=turns_agent.pk, conversation_id=conversation.client_id,
+            parts=[Part(text="wait:0.5")], multitask=multitask, event_id="the-same-message")
+        return await door.run_to_end(prepared)
+
+    first = asyncio.create_task(send_once("interrupt"))
+    await asyncio.sleep(0.1)
+    retried = await send_once("interrupt")
+    rejected_retry = await send_once("reject")
+
+    assert (await first)["status"] == "completed"  # not interrupted by its own retry
+    assert retried["run_id"] == rejected_retry["run_id"] == (await first)["run_id"]
+    assert await AgentRun.objects.acount() == 1

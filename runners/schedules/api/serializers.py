@@ -1,9 +1,11 @@
+import pydantic
 from django.utils import timezone
 from rest_framework import serializers
 
 from ledger.models import AgentRun
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
+from runners.execution.protocol import EventInput
 from runners.schedules import services
 from runners.schedules.models import Schedule
 
@@ -25,13 +27,22 @@ class ScheduleSerializer(serializers.ModelSerializer):
                             "created_at", "updated_at"]
 
     def get_last_runs(self, schedule) -> list[dict]:
-        return list(AgentRun.objects.filter(event_id__startswith=schedule.event_prefix)
+        # A range, not LIKE: SQLite's LIKE ignores case and cannot use the index.
+        prefix = schedule.event_prefix
+        return list(AgentRun.objects.filter(event_id__gte=prefix, event_id__lt=prefix + "\uffff")
                     .order_by("-id").values("run_id", "status", "created_at")[:LAST_RUNS])
 
     def validate_input(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError('input must be an object: {"text": ...}.')
         if not isinstance(value.get("text", ""), str) or len(value.get("text", "")) > 20_000:
             raise serializers.ValidationError("input.text must be text of at most 20000 "
                                               "characters.")
+        try:
+            EventInput.model_validate(value)
+        except pydantic.ValidationError as exc:
+            raise serializers.ValidationError(str(exc.errors(include_url=False)[0]["msg"])) \
+                from None
         return value
 
     def validate(self, attrs):

@@ -1,6 +1,7 @@
-"""A project's schedules (`/api/v1/projects/{id}/schedules`): members of the project manage
-them, superusers every project's; anyone else finds none (404). Each run a schedule starts is
-its creator's run, decided by the door as any other."""
+"""A project's schedules (`/api/v1/projects/{id}/schedules`): a member sees and manages the
+ones they made, the project's owner and superusers all of them; anyone else finds none (404).
+Each run a schedule starts is its creator's (or last editor's) run, decided by the door as any
+other."""
 
 from rest_framework import viewsets
 
@@ -20,7 +21,11 @@ class ScheduleViewSet(ProjectScoped, viewsets.ModelViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Schedule.objects.none()
-        return Schedule.objects.filter(project=self.get_project())
+        schedules = Schedule.objects.filter(project=self.get_project())
+        user = self.request.user
+        if user.is_superuser or self.get_project().owner_id == user.pk:
+            return schedules
+        return schedules.filter(created_by=user)  # a member's runs are their own
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
@@ -37,4 +42,6 @@ class ScheduleViewSet(ProjectScoped, viewsets.ModelViewSet):
         schedule = self.get_object()
         for field, value in serializer.validated_data.items():
             setattr(schedule, field, value)
+        # Its runs are its editor's from now on: the door decided for them, as them.
+        schedule.created_by = self.request.user
         serializer.instance = services.save(schedule)

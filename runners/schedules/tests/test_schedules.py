@@ -127,3 +127,22 @@ async def test_fired_runs_are_listed_as_the_schedules_last_runs(every_minute, us
         f"{schedules_url(every_minute.project)}/{every_minute.pk}").json())()
 
     assert [run["run_id"] for run in body["last_runs"]] == started
+
+
+def test_a_member_neither_sees_nor_changes_another_members_schedule(
+        member_client, user_client, every_minute, agent):
+    url = f"{schedules_url(agent.project)}/{every_minute.pk}"
+
+    assert member_client.get(schedules_url(agent.project)).json()["data"] == []
+    assert member_client.patch(url, {"input": {"text": "as Alice"}},
+                               format="json").status_code == 404
+    assert user_client.get(url).status_code == 200  # its creator, the project's owner
+
+
+def test_an_input_that_is_not_a_message_is_a_400_naming_it(user_client, agent):
+    for given in ("text", {"text": 5}, {"attachments": "x"}):
+        response = user_client.post(schedules_url(agent.project), {
+            "name": "x", "cron": "* * * * *", "agent_id": str(agent.pk), "input": given},
+            format="json")
+        assert response.status_code == 400, (given, response.content)
+        assert "input" in response.json()["errors"]
