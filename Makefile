@@ -57,7 +57,7 @@ run: install
 # The whole suite on SQLite (the cluster tests start their own PostgreSQL and Redis), then once
 # more on a private PostgreSQL. That pass leaves out what never reaches its database (the
 # cluster, end-to-end and browser tests run servers on databases of their own) and the tests
-# of processes, whose database is incidental (conftest.py's PROCESS_MODULES).
+# of processes, whose database is incidental (conftest.py's PROCESS_TESTS).
 test: install-test browser servers
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run

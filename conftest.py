@@ -202,17 +202,17 @@ def agent(make_agent, project, agent_type):
 # Tests of processes — the runtime and its links, plugins starting, crashing and stopping,
 # commands, the data dir: the database they touch is incidental, so the PostgreSQL pass of
 # `make test` leaves them out (`-m "not processes"`) and they run once, on SQLite.
-PROCESS_MODULES = {
+PROCESS_TESTS = (
+    "tests/runtime/", "runners/tests/tools/test_mcp_sessions.py",
     "runners/tests/test_process_hygiene.py", "runners/tests/test_plugin_failures.py",
-    "runners/tests/test_plugin_loading.py", "runners/tests/test_runners_command.py",
+    "runners/tests/test_plugin_loading.py", "runners/tests/test_plugin_environment.py",
+    "runners/tests/test_runners_command.py", "runners/tests/test_run_agent_command.py",
     "runners/tests/test_runtime_loss.py", "runners/tests/test_runtime_recovery.py",
-    "runners/tests/test_last_frame.py", "runners/tests/tools/test_mcp_sessions.py",
-    "tests/runtime/test_link_stdio.py", "tests/runtime/test_link_ws.py",
-    "tests/test_data_dir.py",
-}
+    "runners/tests/test_last_frame.py", "tests/test_data_dir.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.nodeid.split("::", 1)[0] in PROCESS_MODULES:
+        if item.nodeid.startswith(PROCESS_TESTS):
             item.add_marker(pytest.mark.processes)
