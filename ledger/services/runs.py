@@ -15,6 +15,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
+from django.db.models.signals import post_migrate
+from django.dispatch import receiver
 from django.utils import timezone
 
 from ledger import owners
@@ -102,7 +104,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
         run = {**run, "grants_digest": digest}
     try:
         with transaction.atomic():
-            if grants is not None:
+            if grants is not None and digest not in _grants_stored:
                 RunGrants.objects.bulk_create([RunGrants(digest=digest, snapshot=grants)],
                                               ignore_conflicts=True)
             if turn and run["conversation_id"]:
@@ -135,7 +137,19 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
         if existing is None:
             raise
         raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
+    if grants is not None and not connection.in_atomic_block:  # committed, not rolled back later
+        _grants_stored.add(digest)
     return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+
+
+# The grants this process stored (or found stored): their rows are not written again. A
+# flush (tests) or a migration empties the table, and this with it.
+_grants_stored: set[str] = set()
+
+
+@receiver(post_migrate)
+def _forget_stored_grants(**kwargs) -> None:
+    _grants_stored.clear()
 
 
 def grants_digest(grants: dict) -> str:
