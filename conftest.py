@@ -200,10 +200,13 @@ def agent(make_agent, project, agent_type):
 
 
 # Tests of processes — the runtime and its links, plugins starting, crashing and stopping,
-# commands, the data dir: the database they touch is incidental, so the PostgreSQL pass of
-# `make test` leaves them out (`-m "not processes"`) and they run once, on SQLite.
+# commands, the data dir, model providers: the database they touch is incidental, so the
+# PostgreSQL pass of `make test` leaves them out (`-m "not processes"`) and they run once,
+# on SQLite.
 PROCESS_TESTS = (
     "tests/runtime/", "runners/tests/tools/test_mcp_sessions.py",
+    # model providers (a scripted server on 127.0.0.1): their ledger writes are plain inserts
+    "runners/tests/providers/",
     "runners/tests/test_process_hygiene.py", "runners/tests/test_plugin_failures.py",
     "runners/tests/test_plugin_loading.py", "runners/tests/test_plugin_environment.py",
     "runners/tests/test_runners_command.py", "runners/tests/test_run_agent_command.py",
