@@ -38,7 +38,7 @@ from ledger.models import (
 from ledger.selectors.model_calls import run_usage
 from ledger.selectors.runs import OUTCOME_FIELDS, outcome_dict, run_outcome_sync
 from ledger.services import rollups
-from ledger.sql import insert_rows, update_returning
+from ledger.sql import first_row, insert_rows, update_returning
 
 TRANSCRIPT_MAX_CHARS = 4000
 STATE_VALUE_MAX_BYTES = 256 * 1024
@@ -75,13 +75,28 @@ class StartedRun:
     latest_cursor: str | None = None
     # The run waits its turn in its conversation (see `promote_queued`).
     queued: bool = False
+    # The run's rows, not written yet: they go with its first results (`record_results`).
+    start: "PendingStart | None" = None
+
+
+@dataclass
+class PendingStart:
+    """A run's start kept back by `start_run(defer=True)`: the rows it writes."""
+
+    run: dict
+    event_log: dict
+    user_transcript: dict | None
+    owner_id: str
+    grants: dict | None
+    started_at: datetime
 
 
 @sync_to_async
 def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner_id: str,
               scope_keys: dict[str, str],
               history_of: tuple[str, str] | None = None, turn: str | None = None,
-              queued_event: dict | None = None, grants: dict | None = None) -> StartedRun:
+              queued_event: dict | None = None, grants: dict | None = None,
+              defer: bool = False) -> StartedRun:
     """Create the `running` row, the event log row and the user's transcript entry together;
     the state snapshot of `scope_keys`, and (given `history_of`, a conversation and thread)
     the latest history cursor before the new entry.
@@ -96,17 +111,26 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
 
     The event log's unique idempotency key makes a replayed event fail here, before anything
     runs.
+
+    `defer` (no `turn`): nothing is written; the rows come back as `StartedRun.start`, for
+    `record_results` to write with the run's first results, one transaction for a short run.
+    Only for a run nobody can ask for meanwhile: its id not yet given out, its event's id the
+    host's own (checked here all the same).
     """
     now = timezone.now()
     latest = None
     if grants is not None:
-        digest = grants_digest(grants)
-        run = {**run, "grants_digest": digest}
+        run = {**run, "grants_digest": grants_digest(grants)}
+    if defer:
+        duplicate = _duplicate(event_log)
+        if duplicate is not None:
+            raise duplicate
+        latest = _latest_entry(history_of) if history_of is not None else None
+        return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None,
+                          start=PendingStart(run, event_log, user_transcript, owner_id,
+                                             grants, now))
     try:
         with transaction.atomic():
-            if grants is not None and digest not in _grants_stored:
-                RunGrants.objects.bulk_create([RunGrants(digest=digest, snapshot=grants)],
-                                              ignore_conflicts=True)
             if turn and run["conversation_id"]:
                 if EventLog.objects.filter(
                         idempotency_key=event_log["idempotency_key"]).exists():
@@ -125,21 +149,46 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
                     return StartedRun({}, queued=True)
             if history_of is not None:
                 latest = _latest_entry(history_of)
-            insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
-            insert_rows(AgentRun, [{
-                "status": RunStatus.RUNNING, "started_at": now, "execution_owner_id": owner_id,
-                "lease_expires_at": _lease_end(now), **run,
-            }])
-            if user_transcript:
-                insert_rows(Transcript, [user_transcript])
+            _write_start(PendingStart(run, event_log, user_transcript, owner_id, grants, now))
     except IntegrityError:
-        existing = EventLog.objects.filter(idempotency_key=event_log["idempotency_key"]).first()
-        if existing is None:
+        duplicate = _duplicate(event_log)
+        if duplicate is None:
             raise
-        raise DuplicateEvent(existing.event_id, existing.run_id or None) from None
-    if grants is not None and not connection.in_atomic_block:  # committed, not rolled back later
-        _grants_stored.add(digest)
+        raise duplicate from None
+    _remember_grants(run)
     return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+
+
+def _write_start(start: PendingStart) -> None:
+    """The `running` row, its event log row and the user's transcript entry (in a
+    transaction); its grants row unless this process wrote it before."""
+    run = start.run
+    if start.grants is not None and run["grants_digest"] not in _grants_stored:
+        RunGrants.objects.bulk_create([RunGrants(digest=run["grants_digest"],
+                                                 snapshot=start.grants)], ignore_conflicts=True)
+    insert_rows(EventLog, [{"run_id": run["run_id"], **start.event_log}])
+    insert_rows(AgentRun, [{
+        "status": RunStatus.RUNNING, "started_at": start.started_at,
+        "execution_owner_id": start.owner_id, "lease_expires_at": _lease_end(start.started_at),
+        **run,
+    }])
+    if start.user_transcript:
+        insert_rows(Transcript, [start.user_transcript])
+
+
+def _remember_grants(run: dict) -> None:
+    """After the commit that wrote a run's grants row (not inside a transaction that may
+    still roll back)."""
+    if run.get("grants_digest") and not connection.in_atomic_block:
+        _grants_stored.add(run["grants_digest"])
+
+
+def _duplicate(event_log: dict) -> DuplicateEvent | None:
+    """The event's earlier arrival, if its idempotency key was journaled before."""
+    existing = first_row(EventLog, ("event_id", "run_id"), "idempotency_key = %s",
+                         [event_log["idempotency_key"]])
+    return None if existing is None else DuplicateEvent(existing["event_id"],
+                                                        existing["run_id"] or None)
 
 
 # The grants this process stored (or found stored): their rows are not written again. A
@@ -275,13 +324,15 @@ class ResultWrite:
 
 @sync_to_async
 def record_results(run_id: str, writes: list[ResultWrite],
-                   model_calls: list[dict] = ()) -> dict | None:
+                   model_calls: list[dict] = (), start: PendingStart | None = None) -> dict | None:
     """Append results in order with their state writes and transcript entries, and the run's
     model calls made meanwhile (`ModelCall` rows, first: a run's end sums them), in one
-    transaction. When one of the results ends the run, the run's outcome is returned (see
-    `finish_run`)."""
+    transaction, after the run's own rows when its `start` was kept back. When one of the
+    results ends the run, the run's outcome is returned (see `finish_run`)."""
     ended = None
     with transaction.atomic():
+        if start is not None:
+            _write_start(start)
         if model_calls:
             insert_rows(ModelCall, list(model_calls))
             rollups.model_calls_recorded(list(model_calls))
@@ -299,6 +350,8 @@ def record_results(run_id: str, writes: list[ResultWrite],
                 insert_rows(Transcript, [write.transcript])
             if write.finish is not None:
                 ended = _finish_sync(run_id, *write.finish)
+    if start is not None:
+        _remember_grants(start.run)
     return ended
 
 

@@ -96,7 +96,7 @@ async def run_body(prepared: door.PreparedRun, stream: bool):
             yield run_outcome(await door.run_to_end(prepared))
             return
         yield ndjson(started_frame(prepared))
-        async for message in door.execute(prepared):
+        async for message in door.execute(prepared, announced=True):
             yield ndjson(message.as_dict())
         yield ndjson({"type": "run.finished", **run_outcome(await door.outcome(prepared))})
     except RunRefused as exc:
@@ -130,7 +130,7 @@ async def message_body(prepared: door.PreparedRun, stream: bool):
         if stream:
             yield ndjson(started_frame(prepared, agent_name))
         messages = []
-        async for message in door.execute(prepared, wait_durable=stream):
+        async for message in door.execute(prepared, wait_durable=stream, announced=stream):
             messages.append(message.as_dict())
             if message.type == "message.completed":
                 reply = reply_of(message.data) or reply

@@ -531,9 +531,11 @@ def _after_run(agent_pk, conversation_id: str | None) -> None:
         conversation_services.touch(conversation_id)
 
 
-async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIterator[RunMessage]:
-    """Stream the run's delivered messages (see `Orchestrator.run` for `wait_durable`); an agent
-    is `working` meanwhile, then `idle` (also when the run fails or the caller goes away).
+async def execute(prepared: PreparedRun, wait_durable: bool = True,
+                  announced: bool = False) -> AsyncIterator[RunMessage]:
+    """Stream the run's delivered messages (see `Orchestrator.run` for `wait_durable` and
+    `announced`: a caller that gave out the run id before it started); an agent is `working`
+    meanwhile, then `idle` (also when the run fails or the caller goes away).
     Raises RunRefused if the run cannot start."""
     agent_pk = prepared.agent.pk if prepared.agent else None
     if agent_pk:
@@ -545,7 +547,8 @@ async def execute(prepared: PreparedRun, wait_durable: bool = True) -> AsyncIter
                                              agent_name=prepared.agent_name,
                                              wait_durable=wait_durable,
                                              multitask=prepared.multitask,
-                                             queued=prepared.queued)) as messages:
+                                             queued=prepared.queued,
+                                             announced=announced)) as messages:
             async for message in messages:
                 yield message
         prepared.ended = orchestrator.outcomes.pop(prepared.run_id, None)

@@ -17,6 +17,9 @@ from runners.models import RunnerDescriptor
 MESSAGE_EVENT_TYPE = "message.received"
 # How long a result may wait for the next ones when nobody waits on it (see `Journal`).
 LINGER_SECONDS = 0.05
+# How long a run's start may wait to be written with its first results (see `Journal`):
+# longer, and the admin, the reaper and another message of its conversation miss it.
+START_PATIENCE_SECONDS = 0.02
 
 
 class Journal:
@@ -33,12 +36,20 @@ class Journal:
     `wait_durable=False`: the run's caller shows nothing before the run has ended; `durable`
     then lets its messages through at once, and the run still ends only once everything is
     committed.
+
+    A `start` kept back (`ledger.PendingStart`) is written with the first results, or alone
+    once START_PATIENCE_SECONDS passed: a run that ends at once is one transaction.
     """
 
-    def __init__(self, run_id: str, publish, wait_durable: bool = True):
+    def __init__(self, run_id: str, publish, wait_durable: bool = True,
+                 start: ledger.PendingStart | None = None):
         self.run_id = run_id
         self.publish = publish
         self.wait_durable = wait_durable
+        self.start = start
+        self.start_due = False
+        self.start_timer = (asyncio.get_running_loop().call_later(
+            START_PATIENCE_SECONDS, self._start_over) if start is not None else None)
         self.pending: list[tuple[ledger.ResultWrite, dict]] = []
         self.model_calls: list[dict] = []
         self.writer: asyncio.Task | None = None
@@ -66,8 +77,14 @@ class Journal:
         self._kick()
 
     def _due(self) -> bool:
-        return self.draining or self.awaited_sequence > self.committed_sequence or any(
-            write.finish is not None for write, _ in self.pending)
+        return (self.draining or self.start_due
+                or self.awaited_sequence > self.committed_sequence
+                or any(write.finish is not None for write, _ in self.pending))
+
+    def _start_over(self) -> None:
+        self.start_timer = None
+        self.start_due = True
+        self._kick()
 
     def _kick(self, flush: bool = False) -> None:
         """Write what is pending if it is due (or `flush`), else within LINGER_SECONDS; a
@@ -112,6 +129,16 @@ class Journal:
             raise self.error
         return self.ended
 
+    async def write_start(self) -> None:
+        """Write the run's rows now if they were kept back: something asks for the run."""
+        while self.start is not None and self.error is None:
+            self.start_due = True
+            self._kick()
+            if self.writer is not None:
+                await asyncio.shield(self.writer)
+        if self.error is not None:
+            raise self.error
+
     def _wake(self) -> None:
         self._committed.set()
         self._committed = asyncio.Event()
@@ -119,12 +146,16 @@ class Journal:
     async def _write(self) -> None:
         try:
             flush = True  # what started this write is due, or lingered long enough
-            while (self.pending or self.model_calls) and (flush or self._due()):
+            while (self.pending or self.model_calls or self.start) and (flush or self._due()):
                 flush = False
                 batch, self.pending = self.pending, []
                 calls, self.model_calls = self.model_calls, []
+                start, self.start, self.start_due = self.start, None, False
+                if self.start_timer is not None:
+                    self.start_timer.cancel()
+                    self.start_timer = None
                 ended = await ledger.record_results(self.run_id, [write for write, _ in batch],
-                                                    calls)
+                                                    calls, start)
                 if batch:
                     self.committed_sequence = batch[-1][0].sequence
                 self.ended = ended or self.ended
@@ -147,10 +178,11 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
                     agent_name: str, owner_id: str,
                     grants: ModelGrants = NO_GRANTS, tools: list[dict] = (),
                     knowledge: list[dict] = (), skills: list[dict] = (),
-                    turn: str | None = None) -> ledger.StartedRun:
+                    turn: str | None = None, defer: bool = False) -> ledger.StartedRun:
     """Create the `running` row, leased to `owner_id`; returns the state snapshot of `scopes`
     and, for a runner that may page the history, its latest cursor. With a `turn`, a run of a
-    busy conversation is refused or queued instead (`ledger.start_run`).
+    busy conversation is refused or queued instead; with `defer`, the row is kept back for
+    the run's `Journal` to write (`ledger.start_run`).
 
     Raises `ledger.DuplicateEvent` when the event was received before.
     """
@@ -178,6 +210,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
         scope_keys={scope: info["scope_key"] for scope, info in scopes.items()},
         history_of=_history_of(event, apis),
         turn=turn,
+        defer=defer,
         # A queued run keeps its event: another process starts it if this one goes away.
         queued_event=event.model_dump(mode="json") if turn else None,
     )

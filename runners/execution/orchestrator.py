@@ -124,7 +124,7 @@ class Orchestrator:
     async def run(self, event: AgentEventEnvelope, binding: AgentBinding, *,
                   run_id: str | None = None, agent_name: str = "",
                   wait_durable: bool = True, multitask: str | None = None,
-                  queued: bool = False) -> AsyncIterator[RunMessage]:
+                  queued: bool = False, announced: bool = False) -> AsyncIterator[RunMessage]:
         """Messages once committed; without `wait_durable` (a caller showing nothing before the
         end) as they come, the run still ending once all is committed.
 
@@ -132,6 +132,9 @@ class Orchestrator:
         `MULTITASK_STRATEGIES`); without one it steers a run that takes it, or runs beside.
         `queued`: the run's row waits in its conversation already (adopted from a process
         that went away).
+
+        Unless the caller `announced` the run id before the run starts, the run's row may be
+        written with its first results (see `_may_defer_start`).
         """
         run_id = run_id or new_run_id()
         descriptor = await self._descriptor(binding.runner_id)
@@ -155,7 +158,8 @@ class Orchestrator:
         try:
             started = None if queued else await journal.start_run(
                 run_id, event, binding, descriptor, apis, scopes, deadline, agent_name,
-                process.owner_id, models, tools, knowledge, skills, turn=_turn(multitask))
+                process.owner_id, models, tools, knowledge, skills, turn=_turn(multitask),
+                defer=self._may_defer_start(event, descriptor, multitask, announced))
         except ledger.DuplicateEvent as duplicate:
             async for message in self._replay(duplicate.run_id):
                 yield message
@@ -177,7 +181,7 @@ class Orchestrator:
                          scopes=scopes, deadline=deadline, agent_name=agent_name,
                          calls_models=bool(models.models),
                          journal=Journal(run_id, lambda frames: self._publish(run_id, frames),
-                                         wait_durable))
+                                         wait_durable, started.start))
         handle = LocalRunHandle(state)
         process.run_started(handle)
         try:
@@ -252,6 +256,17 @@ class Orchestrator:
         return await host_process().cancel(run_id, reason)
 
     # --- steps -----------------------------------------------------------------------------
+
+    def _may_defer_start(self, event: AgentEventEnvelope, descriptor: RunnerDescriptor,
+                         multitask: str | None, announced: bool) -> bool:
+        """Whether the run's row may wait for its first results (`Journal`): when nobody can
+        ask for the run before then. Its caller learns its id from its first message, which
+        comes once committed; its host actions are answered here, where its handle writes the
+        row first (`RunHandle.written`). A run that takes a turn, or whose event may be
+        replayed (an idempotency key), is written at once."""
+        return (not announced and multitask is None and event.idempotency_key is None
+                and (descriptor.source == RunnerDescriptor.Source.BUILTIN
+                     or self.gateway.answers_host_actions_here))
 
     async def _descriptor(self, runner_id: str) -> RunnerDescriptor:
         try:

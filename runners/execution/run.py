@@ -19,6 +19,7 @@ from runners.execution.journal import Journal
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.results import request_stop
 from runners.models import RunnerDescriptor
+from runners.runtime.loop_bound import submit
 
 logger = logging.getLogger(__name__)
 
@@ -164,3 +165,12 @@ class LocalRunHandle:
 
     def stop(self, status: str, reason: str) -> None:
         self._state.loop.call_soon_threadsafe(request_stop, self._state, status, reason)
+
+    async def written(self) -> None:
+        journal = self._state.journal
+        if journal.start is None:
+            return
+        if asyncio.get_running_loop() is self._state.loop:
+            await journal.write_start()
+        else:
+            await asyncio.wrap_future(submit(journal.write_start(), self._state.loop))

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from runners.hostapi import box_api, knowledge_api, model_api, run_api, tool_api, vector_api
 from runners.models import PluginInstallation, PluginStorage
 from runners.runtime.host import HostActions, HostError
+from runners.runtime.host_process import host_process
 from runners.runtime.identity import plugin_installation_uuid
 
 
@@ -85,6 +86,7 @@ class DjangoHost(HostActions):
         return {"file_base64": base64.b64encode(bytes(row.value)).decode()}
 
     async def handle_run_api(self, action: str, data: dict, context: dict | None) -> dict:
+        await _run_written(data)
         if action in model_api.ACTIONS:
             return await model_api.handle(action, data, context)
         if action in tool_api.ACTIONS:
@@ -100,6 +102,14 @@ class DjangoHost(HostActions):
     async def read_file(self, action: str, data: dict, context: dict | None) -> tuple[bytes, str]:
         return await knowledge_api.document_file(action, data)
 
-    def stream_run_api(self, action: str, data: dict,
-                       context: dict | None) -> AsyncIterator[dict]:
-        return model_api.stream(action, data, context)
+    async def stream_run_api(self, action: str, data: dict,
+                             context: dict | None) -> AsyncIterator[dict]:
+        await _run_written(data)
+        async for item in model_api.stream(action, data, context):
+            yield item
+
+
+async def _run_written(data: dict) -> None:
+    """Every in-run API reads its run's row: a run that kept it back writes it first."""
+    if data.get("run_id"):
+        await host_process().written(str(data["run_id"]))

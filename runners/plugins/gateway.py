@@ -100,6 +100,8 @@ def record_held_back_sync(errors: dict[str, str]) -> None:
 class LocalGateway:
     """Owns the runtime link in this process and keeps descriptors in step with it."""
 
+    answers_host_actions_here = True
+
     def __init__(self, *, plugins_dir=None, runtime_dir=None, url=None, token=None,
                  instance=None, database_ready: asyncio.Event | None = None):
         self.plugins_dir = Path(plugins_dir or settings.LANGHOST_PLUGINS_DIR)

@@ -96,6 +96,12 @@ class HostProcess:
         here for the process that executes it."""
         return self.active_runs.get(run_id) or self.forwarded_runs.get(run_id)
 
+    async def written(self, run_id: str) -> None:
+        """Return once run `run_id`, if it executes here, has its row in the ledger."""
+        handle = self.handle(run_id)
+        if handle is not None:
+            await handle.written()
+
     def run_started(self, handle: RunHandle) -> None:
         """A run executes here from now on: its lease is renewed, and a cancel flagged in the
         ledger stops it, until `run_ended`."""

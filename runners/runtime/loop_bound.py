@@ -21,6 +21,10 @@ from runners.models import RunnerDescriptor
 class Gateway(Protocol):
     """What the orchestrator, the admin and the commands need of the plugin runtime."""
 
+    # The host actions of the runs it starts are answered in this process (its runtime link
+    # is here), where the run's handle can write the run's row first (see `RunHandle`).
+    answers_host_actions_here: bool
+
     async def start(self) -> None:
         """Bring up what this gateway owns (a runtime link, if any); discovery follows."""
 
@@ -58,6 +62,7 @@ class LoopBoundGateway:
     def __init__(self, gateway: Gateway, loop: asyncio.AbstractEventLoop):
         self.gateway = gateway
         self.loop = loop
+        self.answers_host_actions_here = gateway.answers_host_actions_here
 
     def _here(self) -> bool:
         return asyncio.get_running_loop() is self.loop

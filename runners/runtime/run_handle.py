@@ -29,3 +29,7 @@ class RunHandle(Protocol):
 
     def stop(self, status: str, reason: str) -> None:
         """Stop the run now (cancelled, shut down), from any thread."""
+
+    async def written(self) -> None:
+        """Return once the run's row is in the ledger: a run may keep it back until its first
+        results (`runners.execution.journal.Journal`), and a host action for it reads it."""

@@ -85,6 +85,10 @@ class ForwardedRunHandle:
     def stop(self, status: str, reason: str) -> None:
         self._stream.cancel()
 
+    async def written(self) -> None:
+        """Written before it started: a run is kept back only where its host actions are
+        answered (`Gateway.answers_host_actions_here`)."""
+
 
 async def apply_host_action(run_id: str, message: dict) -> None:
     """Apply what a runtime worker forwarded (`ForwardedRunHandle`) to the run executing here."""
@@ -300,6 +304,8 @@ class RuntimeUnavailable(RuntimeLinkError):
 
 class ChannelGateway:
     """The runtime link as seen from a process that does not own it."""
+
+    answers_host_actions_here = False  # a runtime worker answers them
 
     def __init__(self, channel_layer=None):
         # By default a layer instance of its own: a Redis layer receives on one event loop

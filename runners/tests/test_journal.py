@@ -26,12 +26,13 @@ def binding(runner_id: str) -> AgentBinding:
 
 @pytest.fixture
 def writes(monkeypatch) -> list[list[str]]:
-    """The event types of each `record_results` transaction, in order."""
+    """The event types of each `record_results` transaction, in order; "start" first when the
+    run's own rows went with them."""
     seen, record = [], ledger.record_results
 
-    async def recording(run_id, results, model_calls=()):
-        seen.append([result.type for result in results])
-        return await record(run_id, results, model_calls)
+    async def recording(run_id, results, model_calls=(), start=None):
+        seen.append(["start"] * (start is not None) + [result.type for result in results])
+        return await record(run_id, results, model_calls, start)
 
     monkeypatch.setattr(ledger, "record_results", recording)
     return seen
@@ -44,7 +45,7 @@ async def test_a_short_run_its_caller_waits_for_is_written_in_one_transaction(qa
     outcome = await Orchestrator(qa_gateway).run_to_end(event, binding(ECHO), wait_durable=False)
 
     assert outcome["status"] == "completed"
-    assert writes == [["message.completed", "state.updated", "run.completed"]]
+    assert writes == [["start", "message.completed", "state.updated", "run.completed"]]
 
 
 async def test_a_streamed_run_commits_each_message_before_its_caller_sees_it(qa_gateway, writes):
@@ -66,7 +67,7 @@ async def test_the_results_right_behind_a_message_join_its_transaction(qa_gatewa
     seen = [message.type async for message in Orchestrator(qa_gateway).run(event, binding(ECHO))]
 
     assert seen == ["message.completed"]
-    assert writes == [["message.completed", "state.updated", "run.completed"]]
+    assert writes == [["start", "message.completed", "state.updated", "run.completed"]]
 
 
 async def test_a_message_nothing_follows_within_the_patience_goes_out_on_its_own(
@@ -79,7 +80,7 @@ async def test_a_message_nothing_follows_within_the_patience_goes_out_on_its_own
         event, binding(ECHO), run_id=run_id)]
 
     assert seen == ["message.completed"]
-    assert writes == [["message.completed"], ["state.updated", "run.completed"]]
+    assert writes == [["start", "message.completed"], ["state.updated", "run.completed"]]
     assert (await readers.run_outcome(run_id))["status"] == "completed"
 
 
@@ -94,7 +95,7 @@ async def test_streamed_text_is_never_held(qa_gateway, writes, monkeypatch):
 
     # The first delta went out, committed on its own, before the second one came.
     assert seen_while_running == [("delta 1", 1), ("delta 2", 2)]
-    assert writes[0] == ["message.delta"]
+    assert writes[0] == ["start", "message.delta"]
 
 
 async def test_live_viewers_see_a_waited_for_runs_results_while_it_goes_on(qa_gateway):
@@ -132,3 +133,46 @@ async def test_a_message_held_when_the_run_fails_still_reaches_its_caller(qa_gat
     outcome = await readers.run_outcome(run_id)
     assert seen == ["message.completed"]
     assert outcome["status"] == "failed" and "run.output_limit" in outcome["status_reason"]
+
+
+async def test_a_run_whose_id_was_given_out_is_written_before_it_runs(qa_gateway, writes):
+    event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
+    run_id = new_run_id()
+
+    async for _ in Orchestrator(qa_gateway).run(event, binding(ECHO), run_id=run_id,
+                                                announced=True):
+        pass
+
+    assert "start" not in sum(writes, [])
+    assert (await readers.run_outcome(run_id))["status"] == "completed"
+
+
+async def test_a_replayable_event_is_journaled_before_its_run_starts(qa_gateway, writes):
+    event = AgentEventEnvelope(conversation_id="journal", idempotency_key="order-7",
+                               input={"text": "hi"})
+
+    first = await Orchestrator(qa_gateway).run_to_end(event, binding(ECHO), wait_durable=False)
+    again = await Orchestrator(qa_gateway).run_to_end(event, binding(ECHO), wait_durable=False)
+
+    assert "start" not in sum(writes, [])
+    assert again["run_id"] == first["run_id"] and again["status"] == "completed"
+
+
+async def test_a_run_that_takes_longer_than_its_start_may_wait_is_seen_running(qa_gateway):
+    event = AgentEventEnvelope(input={"text": f"deltas:2:{scaled(2)}"})
+    run_id = new_run_id()
+    run = asyncio.ensure_future(Orchestrator(qa_gateway).run_to_end(
+        event, binding(SLOW), run_id=run_id, wait_durable=False))
+    try:
+        status = None
+        for _ in range(100):
+            status = (await readers.run_outcome(run_id) or {}).get("status")
+            if status is not None:
+                break
+            await asyncio.sleep(scaled(0.02))
+        still_running = not run.done()
+        await asyncio.wait_for(run, scaled(20))
+    finally:
+        run.cancel()
+
+    assert (status, still_running) == ("running", True)
