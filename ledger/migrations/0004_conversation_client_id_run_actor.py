@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
             field=models.CharField(default="", max_length=128),
             preserve_default=False,
         ),
-        migrations.RunPython(copy_client_ids, migrations.RunPython.noop),
+        migrations.RunPython(copy_client_ids, migrations.RunPython.noop, elidable=True),
         migrations.RemoveIndex(
             model_name="conversation",
             name="conversation_agent_user",
@@ -53,5 +53,5 @@ class Migration(migrations.Migration):
             name="actor_id",
             field=models.CharField(blank=True, db_index=True, default="", max_length=255),
         ),
-        migrations.RunPython(copy_run_actors, migrations.RunPython.noop),
+        migrations.RunPython(copy_run_actors, migrations.RunPython.noop, elidable=True),
     ]

@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="eventlog", name="event_id",
             field=models.CharField(db_index=True, max_length=255)),
-        migrations.RunPython(split_keys, join_keys),
+        migrations.RunPython(split_keys, join_keys, elidable=True),
         migrations.AlterField(
             model_name="eventlog", name="idempotency_key",
             field=models.CharField(max_length=255, unique=True)),
