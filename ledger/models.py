@@ -296,6 +296,9 @@ class Conversation(models.Model):
     class Meta:
         db_table = "conversation"
         ordering = ["-updated_at", "-id"]
+        # An owner's list, latest activity first, a keyset page at a time.
+        indexes = [models.Index(fields=["agent_id", "user_id", "updated_at", "id"],
+                                name="conversation_by_activity")]
         constraints = [
             models.UniqueConstraint(fields=["agent_id", "user_id", "client_id"],
                                     name="conversation_client_id_per_owner"),

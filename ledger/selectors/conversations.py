@@ -33,6 +33,11 @@ def list_for(*, agent_id: str, user_id: str | None = None):
     return rows.order_by("-updated_at", "-id")
 
 
+def transcript(conversation: Conversation):
+    """The conversation's entries, on the index of their conversation."""
+    return Transcript.objects.filter(conversation_id=conversation.conversation_id)
+
+
 def entries(conversation: Conversation, *, limit: int | None = None,
             after: datetime | None = None) -> list[Transcript]:
     """Entries oldest first: keep the last `limit`, then those created at or after `after`."""

@@ -15,6 +15,11 @@ def _totals(calls) -> dict:
     return {key: value or (Decimal(0) if key == "cost" else 0) for key, value in sums.items()}
 
 
+def of_run(run_id: str):
+    """The run's calls, on the index of their run."""
+    return ModelCall.objects.filter(run_id=run_id)
+
+
 def usage_for_run(run_id: str) -> dict:
     """Every attempt of the run's calls, failed ones included (they may have cost tokens)."""
     return _totals(ModelCall.objects.filter(run_id=run_id))

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from langhost.serializers import RequestSerializer
 from ledger import wire
-from ledger.models import AgentRun, AgentRunEvent
+from ledger.models import AgentRun, AgentRunEvent, ModelCall
 from ledger.selectors.runs import event_dict
 from runners.execution.orchestrator import MULTITASK_STRATEGIES
 from runners.execution.protocol import EventInput
@@ -104,6 +104,19 @@ class RunSerializer(serializers.ModelSerializer):
             "thread_id", "project_id", "status", "status_reason", "usage", "deadline_at",
             "started_at", "finished_at", "cancel_requested_at", "duration_seconds", "created_at",
         ]
+
+
+class ModelCallSerializer(serializers.ModelSerializer):
+    """One call a run made to a model (each fallback attempt is one): what it cost, how long
+    it took, how it ended."""
+
+    cost = serializers.DecimalField(max_digits=14, decimal_places=8, coerce_to_string=False)
+
+    class Meta:
+        model = ModelCall
+        fields = ["id", "caller", "model_id", "model_name", "provider_name", "upstream_model",
+                  "operation", "attempt", "status", "error", "input_tokens", "output_tokens",
+                  "cached_tokens", "cost", "latency_ms", "first_token_ms", "created_at"]
 
 
 class RunEventSerializer(serializers.ModelSerializer):

@@ -33,6 +33,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 
+from langhost import keyset
 from langhost.api import BadInput, Conflict, Gone, Unprocessable
 from langhost.async_views import AsyncDispatch, rendered_here
 from langhost.heavy_writes import heavy_write
@@ -62,6 +63,7 @@ from runners.api.serializers.conversations import (
     ConversationSerializer,
     ConversationStateSerializer,
     CreateConversationSerializer,
+    EntrySerializer,
     MessageSerializer,
     UpdateConversationSerializer,
 )
@@ -200,6 +202,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
     lookup_url_kwarg = "conversation_id"
     lookup_value_regex = r"[^/]+"
     serializer_class = CreateConversationSerializer
+    pagination_class = None  # its lists are keyset pages (`langhost.keyset`)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation
@@ -207,10 +210,14 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         return conversation_selectors.list_for(agent_id=str(self.get_agent().pk),
                                                user_id=str(self.request.user.pk))
 
-    @extend_schema(responses=ConversationSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+        responses=OpenApiResponse(keyset.page_serializer(ConversationSerializer),
+            description="Latest activity first, a page at a time by cursor (no total). A "
+                        "conversation active while you walk the pages moves to the front."))
     def list(self, request, **kwargs):
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response([conversation_dict(c) for c in page])
+        page = keyset.KeysetPage([self.get_queryset()], request, key=("updated_at", "pk"))
+        return page.response([conversation_dict(c) for c in page.rows])
 
     @extend_schema(responses={201: ConversationDetailSerializer})
     def create(self, request, **kwargs):
@@ -321,6 +328,19 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         stream = streaming.wants_stream(request)
         return await streaming.response(streaming.message_body(prepared, stream), stream,
                                         prepared)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+        responses=OpenApiResponse(keyset.page_serializer(EntrySerializer),
+            description="The conversation's transcript, newest first, a page at a time by "
+                        "cursor (no total): `next` goes back in time."))
+    @messages.mapping.get
+    def transcript(self, request, conversation_id=None, **kwargs):
+        """The conversation's entries, newest first: its users' messages and its agents'
+        replies."""
+        conversation = self.get_conversation(conversation_id)
+        page = keyset.KeysetPage([conversation_selectors.transcript(conversation)], request)
+        return page.response(EntrySerializer(page.rows, many=True).data)
 
 
 # --- artifacts ----------------------------------------------------------------------------

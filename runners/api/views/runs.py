@@ -24,6 +24,7 @@ from langhost.api import BadInput, Gone, Unprocessable
 from langhost.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
+from ledger.selectors import model_calls as model_call_selectors
 from runners.api import streaming
 from runners.api.exceptions import RuntimeUnreachable
 from runners.api.files import file_response
@@ -31,6 +32,7 @@ from runners.api.serializers.runs import (
     RUN_RESULT,
     RUN_STREAM_FRAME,
     BackgroundRunSerializer,
+    ModelCallSerializer,
     RunEventSerializer,
     RunnerSerializer,
     RunRequestSerializer,
@@ -57,6 +59,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     lookup_value_regex = r"[^/]+"
     filterset_fields = ["status", "runner_id", "agent_id", "conversation_id", "project_id"]
     filter_backends = [DjangoFilterBackend]
+    pagination_class = None  # its lists are keyset pages (`langhost.keyset`)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no signed-in user
@@ -76,8 +79,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         OpenApiParameter("cursor", str, description="Where the page starts: a `next` or "
                          "`previous` link's cursor."),
         OpenApiParameter("page_size", int, description=f"1 to {keyset.MAX_PAGE_SIZE}.")],
-        responses=OpenApiResponse(keyset.response_schema(
-            {"type": "array", "items": {"$ref": "#/components/schemas/Run"}}),
+        responses=OpenApiResponse(keyset.page_serializer(RunSerializer),
             description="Newest first, a page at a time by cursor (no total: counting a "
                         "ledger costs what it holds)."))
     def list(self, request, *args, **kwargs):
@@ -139,8 +141,13 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
             await run.arefresh_from_db()
         return Response(RunSerializer(run).data)
 
-    @extend_schema(responses=RunEventSerializer(many=True),
-                   parameters=[OpenApiParameter("after_sequence", int)])
+    @extend_schema(
+        parameters=[OpenApiParameter("after_sequence", int, description=(
+                        "Only the events after this sequence number.")),
+                    OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+        responses=OpenApiResponse(keyset.page_serializer(RunEventSerializer),
+            description="In sequence order, a page at a time by cursor; `total` counts the "
+                        "events (after `after_sequence`), cheap within one run."))
     @action(detail=True)
     def events(self, request, run_id=None):
         run = self.get_object()
@@ -148,9 +155,22 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
             after = int(request.query_params.get("after_sequence", 0))
         except ValueError:
             raise BadInput("after_sequence must be an integer.", field="after_sequence") from None
-        events = AgentRunEvent.objects.filter(run_id=run.run_id, sequence__gt=after).order_by("sequence")
-        page = self.paginate_queryset(events)
-        return self.get_paginated_response(RunEventSerializer(page, many=True).data)
+        events = AgentRunEvent.objects.filter(run_id=run.run_id, sequence__gt=after)
+        page = keyset.KeysetPage([events], request, key="sequence", newest_first=False,
+                                 total=events.count)
+        return page.response(RunEventSerializer(page.rows, many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+        responses=OpenApiResponse(keyset.page_serializer(ModelCallSerializer),
+            description="The run's model calls in the order they were made (each fallback "
+                        "attempt a call of its own), a page at a time by cursor."))
+    @action(detail=True, url_path="model-calls")
+    def model_calls(self, request, run_id=None):
+        run = self.get_object()
+        calls = model_call_selectors.of_run(run.run_id)
+        page = keyset.KeysetPage([calls], request, newest_first=False, total=calls.count)
+        return page.response(ModelCallSerializer(page.rows, many=True).data)
 
     @extend_schema(request=None, responses=RunSerializer)
     @action(detail=True, methods=["post"])
