@@ -441,6 +441,44 @@ class AgentTotals(models.Model):
         return f"{self.agent_id}: {self.completed_runs} runs"
 
 
+class RunHour(models.Model):
+    """Runs that ended, by the hour they were created in (UTC), their runner and how they
+    ended; `last_run_id` names the latest of them to end (after a rebuild, to start). The
+    dashboard's counts read these rows, however long the ledger (`ledger.services.rollups`)."""
+
+    hour = models.DateTimeField()
+    runner_id = models.CharField(max_length=255)
+    status = models.CharField(max_length=16, choices=RunStatus.choices)
+    runs = models.PositiveBigIntegerField(default=0)
+    last_run_id = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        db_table = "run_hour"
+        constraints = [models.UniqueConstraint(fields=["hour", "runner_id", "status"],
+                                               name="run_hour_once")]
+
+    def __str__(self):
+        return f"{self.hour:%Y-%m-%d %H}h {self.runner_id} {self.status}: {self.runs}"
+
+
+class ModelCallDay(models.Model):
+    """Model calls by the day they were made (in the site's time zone): the dashboard's token
+    and cost figures read these rows (`ledger.services.rollups`)."""
+
+    day = models.DateField(unique=True)
+    calls = models.PositiveBigIntegerField(default=0)
+    failures = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+
+    class Meta:
+        db_table = "model_call_day"
+
+    def __str__(self):
+        return f"{self.day}: {self.calls} calls"
+
+
 class RunGrants(models.Model):
     """The part of runs' authorization snapshots that their binding decides (runner, APIs,
     policies, prompt, granted models, tools, knowledge bases, skills): the same for most runs,

@@ -1,19 +1,22 @@
-"""The ledger's numbers for the admin dashboard (runs, model calls): a few queries."""
+"""The ledger's numbers for the admin dashboard (runs, model calls), read from its rollups
+(`ledger.services.rollups`) and the few runs still active: the same few queries however long
+the ledger."""
 
 import math
-from datetime import datetime, time, timedelta
+from datetime import UTC, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Max, Q, Sum
-from django.db.models.functions import TruncDate, TruncHour
+from django.db.models import Count, Max, Sum
+from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from ledger.models import AgentRun, ModelCall, RunStatus
+from ledger.models import AgentRun, ModelCallDay, RunHour, RunStatus
+from ledger.services.rollups import hour_of
 
 FAILURE_STATUSES = (RunStatus.FAILED, RunStatus.TIMEOUT)
-# As for runs: a cancelled call was stopped on purpose, it did not fail.
-MODEL_CALL_FAILURES = (ModelCall.Status.ERROR, ModelCall.Status.TIMEOUT)
 STATUS_ORDER = [status.value for status in RunStatus]
+# The durations' percentiles are those of the window's latest runs to have ended, this many.
+DURATION_SAMPLE = 1000
 
 
 def percentile(values, fraction: float) -> float | None:
@@ -26,8 +29,8 @@ def percentile(values, fraction: float) -> float | None:
 
 
 def window_start(now, hours: int):
-    """The start of the window: whole hours, the current (partial) hour being the last one."""
-    return now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours - 1)
+    """The start of the window: whole hours (UTC), the current (partial) hour the last one."""
+    return hour_of(now) - timedelta(hours=hours - 1)
 
 
 def run_summary(now=None, hours: int = 24, top: int = 5) -> dict:
@@ -37,48 +40,61 @@ def run_summary(now=None, hours: int = 24, top: int = 5) -> dict:
     - `by_status`: every status with its count in the window; `total` their sum;
     - `hourly`: `hours` buckets `{start, counts: {status: n}, total}`, oldest first;
     - `p50_seconds`, `p95_seconds`: nearest-rank percentiles of started→finished durations of
-      the window's finished runs (`durations_count` of them); None when there are none;
+      the window's latest DURATION_SAMPLE runs to have ended (`durations_count` of them);
+      None when there are none;
     - `top_failing`: up to `top` runners with the most failed or timed-out runs in the
       window, each with its `failures`, `last_reason` and `last_failed_at`.
+
+    Ended runs are counted from `RunHour`, the active ones from the ledger (they are few).
     """
     now = now or timezone.now()
     start = window_start(now, hours)
-    recent = AgentRun.objects.filter(created_at__gte=start, created_at__lte=now)
-
+    ended = RunHour.objects.filter(hour__gte=start, hour__lte=now)
+    active = AgentRun.objects.active()
     by_status = dict.fromkeys(STATUS_ORDER, 0)
-    for row in recent.values("status").annotate(n=Count("id")).order_by():
-        by_status[row["status"]] = row["n"]
-
     buckets = [{"start": start + timedelta(hours=i), "counts": dict.fromkeys(STATUS_ORDER, 0),
                 "total": 0} for i in range(hours)]
-    hourly_rows = (recent.annotate(hour=TruncHour("created_at")).values("hour", "status")
-                   .annotate(n=Count("id")).order_by())
-    for row in hourly_rows:
-        index = int((row["hour"] - start).total_seconds() // 3600)
+    counted = [(row["hour"], row["status"], row["n"]) for row in
+               ended.values("hour", "status").annotate(n=Sum("runs")).order_by()]
+    counted += [(row["hour"], row["status"], row["n"]) for row in
+                active.filter(created_at__gte=start, created_at__lte=now)
+                .annotate(hour=TruncHour("created_at", tzinfo=UTC)).values("hour", "status")
+                .annotate(n=Count("id")).order_by()]
+    for hour, status, count in counted:
+        by_status[status] += count
+        index = int((hour - start).total_seconds() // 3600)
         if 0 <= index < hours:
-            buckets[index]["counts"][row["status"]] += row["n"]
-            buckets[index]["total"] += row["n"]
+            buckets[index]["counts"][status] += count
+            buckets[index]["total"] += count
 
     durations = [
         (finished - started).total_seconds()
-        for started, finished in recent.filter(started_at__isnull=False, finished_at__isnull=False)
-        .values_list("started_at", "finished_at").iterator()
+        for started, finished in AgentRun.objects.filter(
+            created_at__gte=start, created_at__lte=now, started_at__isnull=False,
+            finished_at__isnull=False).order_by("-id")
+        .values_list("started_at", "finished_at")[:DURATION_SAMPLE]
     ]
 
-    failing = (recent.filter(status__in=FAILURE_STATUSES).values("runner_id")
-               .annotate(failures=Count("id"), last_id=Max("id"))
-               .order_by("-failures", "-last_id")[:top])
-    last_runs = AgentRun.objects.in_bulk([row["last_id"] for row in failing])
+    failing = list(ended.filter(status__in=FAILURE_STATUSES).values("runner_id")
+                   .annotate(failures=Sum("runs"), latest_hour=Max("hour"))
+                   .order_by("-failures", "-latest_hour")[:top])
+    last_ids = {row["runner_id"]: ended.filter(
+        runner_id=row["runner_id"], status__in=FAILURE_STATUSES, hour=row["latest_hour"])
+        .values_list("last_run_id", flat=True).first() for row in failing}
+    last_runs = AgentRun.objects.in_bulk([run_id for run_id in last_ids.values() if run_id],
+                                         field_name="run_id")
     top_failing = []
     for row in failing:
-        last = last_runs[row["last_id"]]
+        last = last_runs.get(last_ids[row["runner_id"]])
         top_failing.append({"runner_id": row["runner_id"], "failures": row["failures"],
-                            "last_reason": last.status_reason, "last_status": last.status,
-                            "last_failed_at": last.finished_at or last.created_at})
+                            "last_reason": last.status_reason if last else "",
+                            "last_status": last.status if last else "",
+                            "last_failed_at": (last.finished_at or last.created_at)
+                            if last else None})
 
     return {
         "now": now, "window_start": start, "hours": hours,
-        "active": AgentRun.objects.active().count(),
+        "active": active.count(),
         "total": sum(by_status.values()), "by_status": by_status, "hourly": buckets,
         "durations_count": len(durations),
         "p50_seconds": percentile(durations, 0.50), "p95_seconds": percentile(durations, 0.95),
@@ -87,7 +103,7 @@ def run_summary(now=None, hours: int = 24, top: int = 5) -> dict:
 
 
 def model_call_days(now=None, days: int = 7) -> dict:
-    """Model calls of the last `days` days, today the last, in one query grouped by day.
+    """Model calls of the last `days` days, today the last, from `ModelCallDay`.
 
     - `daily`: `days` rows `{day, calls, input_tokens, output_tokens, cost, failures}`, oldest
       first, days without calls included (`cost` a Decimal, `failures` ended in error or
@@ -96,14 +112,9 @@ def model_call_days(now=None, days: int = 7) -> dict:
     """
     now = now or timezone.now()
     first = timezone.localdate(now) - timedelta(days=days - 1)
-    start = timezone.make_aware(datetime.combine(first, time.min))
-    rows = (ModelCall.objects.filter(created_at__gte=start, created_at__lte=now)
-            .annotate(day=TruncDate("created_at")).values("day")
-            .annotate(calls=Count("id"), input_tokens=Sum("input_tokens"),
-                      output_tokens=Sum("output_tokens"), cost=Sum("cost"),
-                      failures=Count("id", filter=Q(status__in=MODEL_CALL_FAILURES)))
-            .order_by("day"))
-    by_day = {row.pop("day"): row for row in rows}
+    fields = ("calls", "input_tokens", "output_tokens", "cost", "failures")
+    by_day = {row.pop("day"): row for row in ModelCallDay.objects.filter(
+        day__gte=first, day__lte=timezone.localdate(now)).values("day", *fields)}
     empty = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0),
              "failures": 0}
     daily = [{"day": day, **by_day.get(day, empty)}

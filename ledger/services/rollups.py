@@ -2,56 +2,108 @@
 
 Each increment runs in the transaction that writes what it counts (a run's end, a model
 call); `rebuild()` recomputes every row from the ledger (`manage.py rebuild_rollups`).
+
+- `AgentTotals`: an agent's completed runs, tokens and cost (its metrics);
+- `RunHour`: ended runs by creation hour, runner and status (the dashboard's runs);
+- `ModelCallDay`: model calls, failures, tokens and cost by day (the dashboard's spend).
 """
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, Max, Q, Sum
+from django.db.models.functions import TruncDate, TruncHour
 from django.utils import timezone
 
-from ledger.models import AgentRun, AgentTotals, ModelCall, RunStatus
+from ledger.models import (
+    TERMINAL_STATUSES,
+    AgentRun,
+    AgentTotals,
+    ModelCall,
+    ModelCallDay,
+    RunHour,
+    RunStatus,
+)
+
+# As for runs: a cancelled call was stopped on purpose, it did not fail.
+MODEL_CALL_FAILURES = (ModelCall.Status.ERROR, ModelCall.Status.TIMEOUT)
 
 
-def _add(agent_id: str, **amounts) -> None:
-    if not agent_id or not any(amounts.values()):
-        return
+def _add(model, key: dict, amounts: dict, **latest) -> None:
+    """Add `amounts` to the row of `key` (made when missing), and set its `latest` values."""
     increments = {field: F(field) + amount for field, amount in amounts.items()}
-    if AgentTotals.objects.filter(agent_id=agent_id).update(**increments,
-                                                           updated_at=timezone.now()):
+    if model.objects.filter(**key).update(**increments, **latest):
         return
     try:
         with transaction.atomic():  # a savepoint: another writer may create it first
-            AgentTotals.objects.create(agent_id=agent_id, **amounts)
+            model.objects.create(**key, **amounts, **latest)
     except IntegrityError:
-        AgentTotals.objects.filter(agent_id=agent_id).update(**increments)
+        model.objects.filter(**key).update(**increments, **latest)
 
 
-def run_completed(agent_id: str) -> None:
-    _add(agent_id, completed_runs=1)
+def hour_of(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def run_ended(run: dict) -> None:
+    """Count a run that just ended (its `run_id`, `agent_id`, `runner_id`, `created_at` and
+    terminal `status`)."""
+    if run["status"] == RunStatus.COMPLETED and run.get("agent_id"):
+        _add(AgentTotals, {"agent_id": run["agent_id"]}, {"completed_runs": 1},
+             updated_at=timezone.now())
+    _add(RunHour, {"hour": hour_of(run["created_at"]), "runner_id": run["runner_id"],
+                   "status": run["status"]}, {"runs": 1}, last_run_id=run["run_id"])
+
+
+ENDED_FIELDS = ("run_id", "agent_id", "runner_id", "created_at")
+
+
+def end_runs(runs, **fields) -> list[str]:
+    """End the active runs of queryset `runs` with `fields` (a terminal `status` among them),
+    counted; the ids of those it ended."""
+    with transaction.atomic():
+        ended = list(runs.exclude(status__in=TERMINAL_STATUSES).select_for_update()
+                     .values(*ENDED_FIELDS))
+        if ended:
+            AgentRun.objects.filter(run_id__in=[run["run_id"] for run in ended]).exclude(
+                status__in=TERMINAL_STATUSES).update(**fields)
+        for run in ended:
+            run_ended({**run, "status": fields["status"]})
+    return [run["run_id"] for run in ended]
 
 
 def model_calls_recorded(rows: list[dict]) -> None:
-    """Add a batch of `ModelCall` rows (as inserted) to their agents' totals."""
+    """Add a batch of `ModelCall` rows (as inserted, now) to their agents' and today's
+    totals."""
     by_agent: dict[str, dict] = {}
+    today = {"calls": 0, "failures": 0, "input_tokens": 0, "output_tokens": 0,
+             "cost": Decimal(0)}
     for row in rows:
-        totals = by_agent.setdefault(row.get("agent_id") or "", {
-            "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0)})
-        totals["input_tokens"] += int(row.get("input_tokens") or 0)
-        totals["output_tokens"] += int(row.get("output_tokens") or 0)
-        totals["cost"] += Decimal(str(row.get("cost") or 0))
+        spent = {"input_tokens": int(row.get("input_tokens") or 0),
+                 "output_tokens": int(row.get("output_tokens") or 0),
+                 "cost": Decimal(str(row.get("cost") or 0))}
+        totals = by_agent.setdefault(row.get("agent_id") or "", dict.fromkeys(spent, 0))
+        for field, amount in spent.items():
+            totals[field] += amount
+            today[field] += amount
+        today["calls"] += 1
+        today["failures"] += row.get("status") in MODEL_CALL_FAILURES
     for agent_id, totals in by_agent.items():
-        _add(agent_id, **totals)
+        if agent_id and any(totals.values()):
+            _add(AgentTotals, {"agent_id": agent_id}, totals, updated_at=timezone.now())
+    if today["calls"]:
+        _add(ModelCallDay, {"day": timezone.localdate()}, today)
 
 
 def rebuild() -> int:
-    """Recompute every agent's totals from the ledger, in one transaction (the increments of
-    runs ending meanwhile wait for it); the number of agents."""
+    """Recompute every rollup from the ledger, in one transaction (the increments of runs
+    ending meanwhile wait for it); the number of rows written."""
     with transaction.atomic():
-        return _rebuilt()
+        return _agent_totals() + _run_hours() + _model_call_days()
 
 
-def _rebuilt() -> int:
+def _agent_totals() -> int:
     totals: dict[str, dict] = {}
     for row in (AgentRun.objects.filter(status=RunStatus.COMPLETED).exclude(agent_id="")
                 .values("agent_id").annotate(n=Count("id")).order_by()):
@@ -64,3 +116,29 @@ def _rebuilt() -> int:
     AgentTotals.objects.bulk_create([AgentTotals(agent_id=agent_id, **values)
                                      for agent_id, values in totals.items()])
     return len(totals)
+
+
+def _run_hours() -> int:
+    rows = (AgentRun.objects.filter(status__in=TERMINAL_STATUSES)
+            .annotate(hour=TruncHour("created_at", tzinfo=UTC))
+            .values("hour", "runner_id", "status")
+            .annotate(runs=Count("id"), last=Max("id")).order_by())
+    hours = list(rows)
+    last_ids = dict(AgentRun.objects.filter(id__in=[row["last"] for row in hours])
+                    .values_list("id", "run_id"))
+    RunHour.objects.all().delete()
+    RunHour.objects.bulk_create([
+        RunHour(hour=row["hour"], runner_id=row["runner_id"], status=row["status"],
+                runs=row["runs"], last_run_id=last_ids.get(row["last"], ""))
+        for row in hours])
+    return len(hours)
+
+
+def _model_call_days() -> int:
+    days = list(ModelCall.objects.annotate(day=TruncDate("created_at")).values("day").annotate(
+        calls=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"),
+        cost=Sum("cost"), failures=Count("id", filter=Q(status__in=MODEL_CALL_FAILURES)))
+        .order_by())
+    ModelCallDay.objects.all().delete()
+    ModelCallDay.objects.bulk_create([ModelCallDay(**row) for row in days])
+    return len(days)

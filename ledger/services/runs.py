@@ -379,8 +379,8 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
         fields["usage_json"] = usage
     ended = update_returning(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
                              [run_id, *TERMINAL_STATUSES], OUTCOME_FIELDS)
-    if ended and status == RunStatus.COMPLETED:
-        rollups.run_completed(ended.get("agent_id") or "")
+    if ended:
+        rollups.run_ended(ended)
     if may_have_steering:  # items are only queued for runners that declare steering
         SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
             status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
@@ -411,8 +411,9 @@ def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:
         status__in=TERMINAL_STATUSES
     ).update(cancel_requested_at=now, status_reason=reason or "cancel_requested", updated_at=now)
     # Nobody executes a queued run yet: it ends now (whoever waits for it sees so).
-    AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.CANCELLED, finished_at=now, updated_at=now, lease_expires_at=None)
+    rollups.end_runs(AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED),
+                     status=RunStatus.CANCELLED, finished_at=now, updated_at=now,
+                     lease_expires_at=None)
     run = AgentRun.objects.filter(run_id=run_id).first()
     if run is not None and run.status == RunStatus.RUNNING and (
             owners.owner_is_gone(run.execution_owner_id)
@@ -462,9 +463,9 @@ def reap_stale_runs_sync(now=None) -> list[str]:
 
 
 def _fail_running(run_ids: list[str], reason: str, now, status=RunStatus.FAILED) -> None:
-    AgentRun.objects.filter(run_id__in=run_ids, status=RunStatus.RUNNING).update(
-        status=status, finished_at=now, updated_at=now, lease_expires_at=None,
-        status_reason=reason)
+    rollups.end_runs(AgentRun.objects.filter(run_id__in=run_ids, status=RunStatus.RUNNING),
+                     status=status, finished_at=now, updated_at=now, lease_expires_at=None,
+                     status_reason=reason)
     SteeringItem.objects.filter(run_id__in=run_ids, status=SteeringStatus.QUEUED).update(
         status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now)
 

@@ -1,4 +1,8 @@
-"""The dashboard's numbers against seeded runs and model calls."""
+"""The dashboard's numbers against seeded runs and model calls.
+
+The dashboard reads rollups. Rows seeded straight into the ledger are counted once the
+rollups are rebuilt from it (as after a restore); runs and calls written through the ledger's
+services are counted as they are written."""
 
 import uuid
 from datetime import UTC, date, datetime, timedelta
@@ -7,11 +11,25 @@ from decimal import Decimal
 import pytest
 
 from ledger.models import AgentRun, ModelCall
-from ledger.selectors.dashboard import model_call_days, percentile, run_summary
+from ledger.selectors import dashboard
+from ledger.selectors.dashboard import percentile
+from ledger.services import model_calls, rollups
+from ledger.services import runs as ledger
+
 
 pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 3, 10, 12, 30, tzinfo=UTC)
+
+
+def run_summary(**kwargs):
+    rollups.rebuild()
+    return dashboard.run_summary(now=NOW, **kwargs)
+
+
+def model_call_days():
+    rollups.rebuild()
+    return dashboard.model_call_days(now=NOW)
 
 
 def seed(status, *, hours_ago=1.0, duration=None, runner="plugin:a/b/c", reason=""):
@@ -46,7 +64,7 @@ def test_counts_durations_and_failures_match_the_seeded_ledger():
     seed("running", hours_ago=30)  # older than the window: active, not in the 24 h counts
     seed("failed", duration=99, hours_ago=30, runner="plugin:qa/x/ancient")
 
-    summary = run_summary(now=NOW)
+    summary = run_summary()
 
     assert summary["by_status"] == {"queued": 1, "running": 1, "completed": 10, "failed": 2,
                                     "cancelled": 1, "timeout": 1}
@@ -73,7 +91,7 @@ def test_hourly_buckets_cover_whole_hours_and_add_up_to_the_totals():
     seed("completed", hours_ago=23.4)   # 13:06 yesterday: the first bucket
     seed("completed", hours_ago=23.6)   # 12:54 yesterday: before the window
 
-    summary = run_summary(now=NOW)
+    summary = run_summary()
     hourly = summary["hourly"]
 
     assert len(hourly) == 24
@@ -87,7 +105,7 @@ def test_hourly_buckets_cover_whole_hours_and_add_up_to_the_totals():
 
 
 def test_an_empty_ledger_gives_zeros_and_no_percentiles():
-    summary = run_summary(now=NOW)
+    summary = run_summary()
     assert summary["total"] == summary["active"] == 0
     assert summary["p50_seconds"] is None and summary["p95_seconds"] is None
     assert summary["top_failing"] == []
@@ -108,8 +126,9 @@ def test_model_calls_are_summed_per_day_over_seven_whole_days(django_assert_num_
     seed_call(datetime(2026, 3, 3, 23, 59, tzinfo=UTC))        # before the window
     seed_call(datetime(2026, 3, 8, 10, 0, tzinfo=UTC), status="cancelled")  # not a failure
 
+    rollups.rebuild()
     with django_assert_num_queries(1):
-        summary = model_call_days(now=NOW)
+        summary = dashboard.model_call_days(now=NOW)
 
     daily = {row["day"]: row for row in summary["daily"]}
     assert list(daily) == [date(2026, 3, 4) + timedelta(days=i) for i in range(7)]
@@ -121,3 +140,26 @@ def test_model_calls_are_summed_per_day_over_seven_whole_days(django_assert_num_
     assert daily[date(2026, 3, 9)]["cost"] == 0
     assert (summary["calls"], summary["tokens"], summary["cost"], summary["failures"]) == \
         (5, 445, Decimal("0.00400002"), 2)
+
+
+def test_runs_and_model_calls_written_through_the_ledger_are_counted_without_a_rebuild():
+    for n, status in enumerate(("completed", "completed", "failed")):
+        ledger.start_run.func(run={"run_id": f"r{n}", "event_id": f"e{n}",
+                                   "runner_id": "plugin:qa/x/y"},
+                              event_log={"event_id": f"e{n}", "idempotency_key": f"e{n}"},
+                              user_transcript=None, owner_id="test", scope_keys={})
+        ledger.finish_run.func(f"r{n}", status, "runner.error: boom" if n == 2 else "")
+    model_calls.record_model_call.func(run_id="r0", model_id="m", model_name="gpt",
+                                       status="ok", input_tokens=7, output_tokens=3,
+                                       cost=Decimal("0.5"))
+
+    summary = dashboard.run_summary()
+    spend = dashboard.model_call_days()
+
+    assert (summary["by_status"]["completed"], summary["by_status"]["failed"]) == (2, 1)
+    assert summary["top_failing"][0]["last_reason"] == "runner.error: boom"
+    assert (spend["calls"], spend["tokens"], spend["cost"]) == (1, 10, Decimal("0.5"))
+    counted = (summary, spend)
+    rollups.rebuild()
+    assert (dashboard.run_summary(now=summary["now"]),
+            dashboard.model_call_days(now=summary["now"])) == counted

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from ledger.models import AgentRun, ModelCall
+from ledger.services.model_calls import record_model_call
 
 pytestmark = pytest.mark.django_db
 
@@ -19,10 +20,12 @@ def make_run(status="completed"):
 
 
 def make_call(run_id="", **fields):
-    return ModelCall.objects.create(**{
+    """A call recorded as a model call is (its rollups with it)."""
+    record_model_call.func(**{
         "run_id": run_id, "model_id": "m-1", "model_name": "gpt-small", "provider_name": "acme",
         "status": "ok", "input_tokens": 1200, "output_tokens": 345, "cached_tokens": 200,
         "cost": Decimal("0.00123456"), "latency_ms": 812, "first_token_ms": 140, **fields})
+    return ModelCall.objects.latest("pk")
 
 
 @pytest.fixture

@@ -4,9 +4,10 @@ from ledger.services import rollups
 
 
 class Command(BaseCommand):
-    help = ("Recompute the rollups (each agent's completed runs, tokens and cost) from the "
-            "ledger: after a restore, or to check them.")
+    help = ("Recompute the rollups (each agent's completed runs, tokens and cost; the "
+            "dashboard's runs by hour and model calls by day) from the ledger: after a "
+            "restore, or to check them.")
 
     def handle(self, *args, **options):
-        agents = rollups.rebuild()
-        self.stdout.write(f"rebuilt the totals of {agents} agent(s)")
+        rows = rollups.rebuild()
+        self.stdout.write(f"rebuilt {rows} rollup row(s)")
