@@ -150,6 +150,32 @@ def _prepared(field, kind: str, value, connection):
     return field.get_db_prep_save(value, connection)
 
 
+def add_to_row(model, key: dict, amounts: dict, latest: dict) -> int:
+    """Add `amounts` to the columns of the row whose fields equal `key`, and set its `latest`
+    values (field name → value each); the rows changed (0: no such row)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    cache_key = (model, connection.vendor, tuple(key), tuple(amounts), tuple(latest))
+    statement = _additions.get(cache_key)
+    if statement is None:
+        quote, meta = connection.ops.quote_name, model._meta
+        column = {name: quote(meta.get_field(name).column)
+                  for name in (*key, *amounts, *latest)}
+        statement = _additions[cache_key] = (
+            f"UPDATE {_table(model, connection).name} SET "
+            + ", ".join([f"{column[name]} = {column[name]} + %s" for name in amounts]
+                        + [f"{column[name]} = %s" for name in latest])
+            + " WHERE " + " AND ".join(f"{column[name]} = %s" for name in key))
+    params = [_prepared(field, _kind(field), value, connection)
+              for values in (amounts, latest, key) for name, value in values.items()
+              for field in (model._meta.get_field(name),)]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.rowcount
+
+
+_additions: dict[tuple, str] = {}
+
+
 def update_rows(model, values: dict, where: str, where_params: list) -> int:
     """UPDATE `values` (field name → value) of the rows matching `where`; the rows changed.
 

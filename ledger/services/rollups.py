@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import TruncDate, TruncHour
 from django.utils import timezone
 
@@ -25,21 +25,22 @@ from ledger.models import (
     RunHour,
     RunStatus,
 )
+from ledger.sql import add_to_row
 
 # As for runs: a cancelled call was stopped on purpose, it did not fail.
 MODEL_CALL_FAILURES = (ModelCall.Status.ERROR, ModelCall.Status.TIMEOUT)
 
 
 def _add(model, key: dict, amounts: dict, **latest) -> None:
-    """Add `amounts` to the row of `key` (made when missing), and set its `latest` values."""
-    increments = {field: F(field) + amount for field, amount in amounts.items()}
-    if model.objects.filter(**key).update(**increments, **latest):
+    """Add `amounts` to the row of `key` (made when missing), and set its `latest` values.
+    On every run's end: lean SQL (`ledger.sql`), not a compiled queryset."""
+    if add_to_row(model, key, amounts, latest):
         return
     try:
         with transaction.atomic():  # a savepoint: another writer may create it first
             model.objects.create(**key, **amounts, **latest)
     except IntegrityError:
-        model.objects.filter(**key).update(**increments, **latest)
+        add_to_row(model, key, amounts, latest)
 
 
 def hour_of(moment: datetime) -> datetime:
