@@ -13,6 +13,8 @@ The last line reads `ledger: worst_read_ratio=X write_ratio=Y bytes_per_run=Z`.
 """
 
 import argparse
+import base64
+import json
 import os
 import random
 import re
@@ -67,9 +69,11 @@ def generate(runs: int) -> None:
         Conversation,
         EventLog,
         ModelCall,
+        RunGrants,
         Transcript,
     )
     from ledger.services import rollups
+    from ledger.services.runs import grants_digest
     from runners.models import AgentInstance, AgentType
 
     call_command("migrate", verbosity=0)
@@ -96,6 +100,10 @@ def generate(runs: int) -> None:
                                               "description": "does a thing " * 4}
                                              for n in range(6)]},
                      "state": {"scopes": ["conversation", "actor"]}}
+    # As the host writes a run: its binding's part of the authorization once (`RunGrants`),
+    # its own part (state keys, ids) on its row.
+    digest = grants_digest(authorization)
+    RunGrants.objects.create(digest=digest, snapshot=authorization)
     conversations = []
     for n in range(max(1, runs // 5)):
         user, agent = users[n % 3], agents[n % 3]
@@ -118,8 +126,11 @@ def generate(runs: int) -> None:
                 status="completed" if n % 17 else "failed", actor_type="user",
                 actor_id=str(user.pk), started_at=created, finished_at=created,
                 usage_json={"prompt_tokens": 30, "completion_tokens": 12},
-                authorization_json=authorization, metadata_json={"event_type": "message.received"},
-                created_at=created))
+                grants_digest=digest, authorization_json={
+                    "conversation_id": conversation.conversation_id, "thread_id": "",
+                    "project_id": str(project.pk), "state_context": {"conversation": {
+                        "scope_key": f"conversation:{conversation.conversation_id}"}}},
+                metadata_json={"event_type": "message.received"}, created_at=created))
             for sequence in range(1, random.randint(6, 12) + 1):
                 events.append(AgentRunEvent(run_id=run_id, sequence=sequence, type="message.delta",
                                             data_json={"chunk": {"content": EVENT_TEXT}},
@@ -188,9 +199,10 @@ class Served:
         self.agent = self.api.get(f"/api/v1/projects/{self.project}/agents").json()["data"][0]
         self.run_id = f"run-{self.runs // 2}"
         self.run_pk = self.runs // 2 + 1
-        self.conversation = self.api.post(
-            f"/api/v1/projects/{self.project}/agents/{self.agent['id']}/conversations",
-            json={}).json()["id"]
+        self.conversations = f"/api/v1/projects/{self.project}/agents/{self.agent['id']}" \
+                             "/conversations"
+        self.busy_conversation = self.api.get(self.conversations).json()["data"][0]["id"]
+        self.conversation = self.api.post(self.conversations, json={}).json()["id"]
 
     def stop(self) -> None:
         self.process.terminate()
@@ -206,9 +218,8 @@ class Served:
 
 
 def deep_cursor(pk: int) -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(f"b{pk}".encode()).decode().rstrip("=")
+    """A runs list cursor as `langhost.keyset` makes it: the page beyond run `pk`."""
+    return base64.urlsafe_b64encode(json.dumps(["b", pk]).encode()).decode().rstrip("=")
 
 
 READS = {
@@ -216,6 +227,11 @@ READS = {
     "runs list, deep page": lambda s: s.api.get(f"/api/v1/runs?cursor={deep_cursor(s.run_pk)}"),
     "run detail": lambda s: s.api.get(f"/api/v1/runs/{s.run_id}"),
     "run events": lambda s: s.api.get(f"/api/v1/runs/{s.run_id}/events"),
+    "run model calls": lambda s: s.api.get(f"/api/v1/runs/{s.run_id}/model-calls"),
+    "conversations list": lambda s: s.api.get(s.conversations),
+    "conversation detail": lambda s: s.api.get(f"{s.conversations}/{s.busy_conversation}"),
+    "conversation transcript": lambda s: s.api.get(
+        f"{s.conversations}/{s.busy_conversation}/messages"),
     "agent metrics": lambda s: s.api.get(
         f"/api/v1/projects/{s.project}/agents/{s.agent['id']}/metrics"),
     "admin dashboard": lambda s: s.admin.get("/admin/"),
@@ -259,11 +275,25 @@ def measure(small: Served, large: Served, rounds: int) -> tuple[dict, list, list
     return samples, *writes
 
 
+def probe(served: Served, seconds: float, every: float = 0.1) -> list[float]:
+    """A run-detail request every `every` seconds for `seconds`: how long each took (a stall
+    of the reaper or any periodic work shows as an outlier)."""
+    took = []
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        started = time.monotonic()
+        took.append(timed(lambda: served.api.get(f"/api/v1/runs/{served.run_id}")))
+        time.sleep(max(0.0, every - (time.monotonic() - started)))
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=15, help="requests of each read, each side")
+    parser.add_argument("--probe", type=float, default=90,
+                        help="seconds of run-detail requests every 100 ms on the large ledger")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="langhost-ledger-scale-") as tmp:
         sides = []
@@ -280,6 +310,7 @@ def main() -> None:
             for served in sides:
                 served.sign_in()
             reads, small_writes, large_writes = measure(*sides, args.rounds)
+            probed = probe(sides[1], args.probe)
         finally:
             for served in sides:
                 served.stop()
@@ -291,6 +322,10 @@ def main() -> None:
         write_ratio = statistics.median(large_writes) / statistics.median(small_writes)
         print(f"{'writes (runs, messages)':>22}: {statistics.median(small_writes) * 1000:7.1f} "
               f"ms -> {statistics.median(large_writes) * 1000:7.1f} ms  x{write_ratio:.2f}")
+        print(f"run detail every 100 ms for {args.probe:.0f} s on the large ledger: "
+              f"{len(probed)} requests, median {statistics.median(probed) * 1000:.1f} ms, "
+              f"slowest {max(probed) * 1000:.1f} ms, "
+              f"{sum(took > 0.1 for took in probed)} over 100 ms")
         worst = max(ratios, key=ratios.get)
         print(f"worst read: {worst}; targets: worst_read_ratio <= 1.5, write_ratio <= 1.2, "
               "bytes_per_run <= 5000")
