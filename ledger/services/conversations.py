@@ -34,7 +34,7 @@ from django.utils import timezone
 from ledger.models import AgentRunnerState, Conversation, StateScope, Transcript
 from ledger.selectors.conversations import get_state
 from ledger.services.artifacts import artifacts
-from ledger.services.runs import STATE_UPSERT, STATE_VALUE_MAX_BYTES
+from ledger.services.state import STATE_UPSERT, STATE_VALUE_MAX_BYTES
 from ledger.sql import insert_rows
 from ledger.state_keys import (
     StateIdentity,

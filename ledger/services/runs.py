@@ -25,7 +25,6 @@ from ledger.models import (
     TERMINAL_STATUSES,
     AgentRun,
     AgentRunEvent,
-    AgentRunnerState,
     EventLog,
     EventSource,
     ModelCall,
@@ -38,13 +37,10 @@ from ledger.models import (
 from ledger.selectors.model_calls import run_usage
 from ledger.selectors.runs import OUTCOME_FIELDS, outcome_dict, run_outcome_sync
 from ledger.services import rollups
+from ledger.services import state as runner_state
 from ledger.sql import first_row, insert_rows, update_returning
 
 TRANSCRIPT_MAX_CHARS = 4000
-STATE_VALUE_MAX_BYTES = 256 * 1024
-# A state row collides on its scope and key: the write updates its value.
-STATE_UPSERT = (("scope_key", "state_key"), ("value_json", "updated_at"))
-STEERING_QUEUE_MAX = 100
 
 
 class DuplicateEvent(Exception):
@@ -54,15 +50,6 @@ class DuplicateEvent(Exception):
         self.event_id = event_id
         self.run_id = run_id
         super().__init__(f"event {event_id} was already received")
-
-
-@dataclass
-class StateWrite:
-    scope: str
-    scope_key: str
-    state_key: str
-    value: object
-    identity: dict
 
 
 @dataclass
@@ -126,7 +113,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
         if duplicate is not None:
             raise duplicate
         latest = _latest_entry(history_of) if history_of is not None else None
-        return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None,
+        return StartedRun(runner_state.snapshot(scope_keys), str(latest) if latest else None,
                           start=PendingStart(run, event_log, user_transcript, owner_id,
                                              grants, now))
     try:
@@ -156,7 +143,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
             raise
         raise duplicate from None
     _remember_grants(run)
-    return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+    return StartedRun(runner_state.snapshot(scope_keys), str(latest) if latest else None)
 
 
 def _write_start(start: PendingStart) -> None:
@@ -281,7 +268,7 @@ def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
             return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).get()
         if user_transcript:
             insert_rows(Transcript, [user_transcript])
-    return StartedRun(_state_snapshot(scope_keys), str(latest) if latest else None)
+    return StartedRun(runner_state.snapshot(scope_keys), str(latest) if latest else None)
 
 
 def orphaned_queued_runs_sync(now=None) -> list[AgentRun]:
@@ -315,7 +302,7 @@ class ResultWrite:
     metadata: dict | None = None
     # When the result arrived (the row is written later, with others).
     created_at: datetime | None = None
-    state: StateWrite | None = None
+    state: runner_state.StateWrite | None = None
     transcript: dict | None = None
     # (status, reason, usage, may_have_steering, may_have_model_calls): this result ends the
     # run, in the same transaction.
@@ -345,7 +332,7 @@ def record_results(run_id: str, writes: list[ResultWrite],
             ])
         for write in writes:
             if write.state is not None:
-                _upsert_state(write.state)
+                runner_state.upsert(write.state)
             if write.transcript is not None:
                 insert_rows(Transcript, [write.transcript])
             if write.finish is not None:
@@ -353,13 +340,6 @@ def record_results(run_id: str, writes: list[ResultWrite],
     if start is not None:
         _remember_grants(start.run)
     return ended
-
-
-def _upsert_state(write: StateWrite) -> None:
-    insert_rows(AgentRunnerState, [{
-        "scope": write.scope, "scope_key": write.scope_key, "state_key": write.state_key,
-        "value_json": write.value, **write.identity,
-    }], update_conflicts=STATE_UPSERT)
 
 
 _TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))
@@ -480,87 +460,6 @@ def fail_owned_runs_sync(owner_id: str, reason: str, status=RunStatus.FAILED) ->
 
 
 reap_stale_runs = sync_to_async(reap_stale_runs_sync)
-
-
-# --- state ---------------------------------------------------------------------------------
-
-def _state_snapshot(scope_keys: dict[str, str]) -> dict[str, dict]:
-    """`{scope: {state_key: value}}` for each scope that has a key."""
-    snapshot = {scope: {} for scope in ("conversation", "actor", "subject", "runner")}
-    by_key = {key: scope for scope, key in scope_keys.items()}
-    if by_key:
-        value_field = AgentRunnerState._meta.get_field("value_json")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT scope_key, state_key, value_json FROM agent_runner_state "
-                f"WHERE scope_key IN ({', '.join(['%s'] * len(by_key))})", list(by_key))
-            for key, state_key, value in cursor.fetchall():
-                snapshot[by_key[key]][state_key] = value_field.from_db_value(value, None,
-                                                                             connection)
-    return snapshot
-
-
-@sync_to_async
-def state_get(scope_key: str, state_key: str):
-    row = AgentRunnerState.objects.filter(scope_key=scope_key, state_key=state_key).first()
-    return None if row is None else row.value_json
-
-
-state_set = sync_to_async(_upsert_state)
-
-
-@sync_to_async
-def state_delete(scope_key: str, state_key: str) -> bool:
-    deleted, _ = AgentRunnerState.objects.filter(scope_key=scope_key, state_key=state_key).delete()
-    return bool(deleted)
-
-
-@sync_to_async
-def state_list(scope_key: str, prefix: str = "", limit: int = 100) -> tuple[list[str], bool]:
-    limit = max(1, min(int(limit or 100), 100))
-    rows = AgentRunnerState.objects.filter(scope_key=scope_key)
-    if prefix:
-        rows = rows.filter(state_key__startswith=prefix)
-    keys = list(rows.order_by("state_key").values_list("state_key", flat=True)[: limit + 1])
-    return keys[:limit], len(keys) > limit
-
-
-# --- steering ------------------------------------------------------------------------------
-
-@sync_to_async
-def enqueue_steering(run_id: str, event_id: str, item: dict, event_log: dict,
-                     user_transcript: dict | None) -> bool:
-    """Queue a message for an active run; False when the run is gone or its queue is full."""
-    with transaction.atomic():
-        # The run's row stays locked until the item is in: the run cannot end (and drop its
-        # queue) in between, and two messages cannot both take the queue's last place.
-        active = AgentRun.objects.select_for_update().filter(
-            run_id=run_id, status=RunStatus.RUNNING).values_list("pk", flat=True)
-        if not active:
-            return False
-        queued = SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).count()
-        if queued >= STEERING_QUEUE_MAX:
-            return False
-        EventLog.objects.create(**event_log)
-        SteeringItem.objects.create(run_id=run_id, event_id=event_id, item_json=item)
-        if user_transcript:
-            Transcript.objects.create(**user_transcript)
-    return True
-
-
-@sync_to_async
-def pull_steering(run_id: str, limit: int | None) -> list[dict]:
-    """Hand queued items over, oldest first, and mark them injected."""
-    with transaction.atomic():
-        items = list(
-            SteeringItem.objects.select_for_update()
-            .filter(run_id=run_id, status=SteeringStatus.QUEUED)
-            .order_by("id")[: limit or STEERING_QUEUE_MAX]
-        )
-        SteeringItem.objects.filter(pk__in=[item.pk for item in items]).update(
-            status=SteeringStatus.INJECTED, updated_at=timezone.now()
-        )
-    return [item.item_json for item in items]
 
 
 def transcript_text(content) -> str:

@@ -9,6 +9,7 @@ from django.db import connection
 
 from ledger.models import AgentRun, AgentRunEvent, AgentRunnerState, Transcript
 from ledger.services import runs as services
+from ledger.services.state import StateWrite
 from ledger.sql import insert_rows, update_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,8 +26,8 @@ def started(run_id: str = "run-1", event_id: str = "event-1") -> dict:
                      scope_keys={"conversation": "c1"}).state
 
 
-def state_write(value) -> services.StateWrite:
-    return services.StateWrite(scope="conversation", scope_key="c1", state_key="count",
+def state_write(value) -> StateWrite:
+    return StateWrite(scope="conversation", scope_key="c1", state_key="count",
                                value=value, identity={"runner_id": "builtin:echo",
                                                       "conversation_id": "conv-1"})
 

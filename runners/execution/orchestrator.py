@@ -22,6 +22,7 @@ from ledger import wire
 from ledger.models import TERMINAL_STATUSES, EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
+from ledger.services import state as runner_state
 from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import (
     attachments,
@@ -436,7 +437,7 @@ class Orchestrator:
                 and isinstance(result.get("agent_name"), str) and not data.get("error"):
             state.agent_name = result["agent_name"]
 
-    async def _state_write(self, state: RunState, data: dict) -> ledger.StateWrite | None:
+    async def _state_write(self, state: RunState, data: dict) -> runner_state.StateWrite | None:
         scope, key, value = data["scope"], data["key"], data["value"]
         problem = None
         if scope not in state.scopes:
@@ -446,14 +447,14 @@ class Orchestrator:
                 size = len(json.dumps(value).encode())
             except (TypeError, ValueError):
                 size, problem = 0, "state value is not JSON"
-            if size > ledger.STATE_VALUE_MAX_BYTES:
+            if size > runner_state.STATE_VALUE_MAX_BYTES:
                 problem = f"state value is {size} bytes, over the 256 KiB limit"
         if problem:
             state.host_event("state.rejected", {"scope": scope, "key": key,
                                                              "reason": problem})
             return None
         info = state.scopes[scope]
-        return ledger.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
+        return runner_state.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
                                  value=value, identity=info["identity"])
 
     async def _publish(self, run_id: str, events: list[dict]) -> None:

@@ -10,7 +10,7 @@ and whichever process received the message.
 import time
 
 from ledger.selectors import runs as readers
-from ledger.services import runs as ledger
+from ledger.services import steering as steering_queue
 from runners.execution.journal import MESSAGE_EVENT_TYPE, event_log_row, user_transcript_row
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
@@ -30,7 +30,7 @@ async def try_steer(event: AgentEventEnvelope, binding: AgentBinding,
         conversation_id=event.conversation_id, thread_id=event.thread_id or "",
         actor_type=event.actor.actor_type, actor_id=event.actor.actor_id or "")
     for run_id in active_runs:
-        queued = await ledger.enqueue_steering(
+        queued = await steering_queue.enqueue_steering(
             run_id, event.event_id, _item(run_id, event, descriptor),
             event_log=event_log_row(event, run_id, descriptor.id,
                                     steering={"status": "queued", "claimed_by_run_id": run_id}),

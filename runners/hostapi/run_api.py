@@ -12,7 +12,8 @@ from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, EventLog, RunStatus
 from ledger.selectors import runs as readers
-from ledger.services import runs as ledger
+from ledger.services import state as runner_state
+from ledger.services import steering
 from runners.models import PluginInstallation
 from runners.runtime.host import HostError
 from runners.runtime.host_process import host_process
@@ -91,22 +92,22 @@ async def _state(action: str, data: dict, auth: dict) -> dict:
     scope_key = _scope_key(auth, scope)
     if action == "state_list":
         prefix = STATE_KEY_ALIASES.get(data.get("prefix") or "", data.get("prefix") or "")
-        keys, has_more = await ledger.state_list(scope_key, prefix, data.get("limit") or 100)
+        keys, has_more = await runner_state.state_list(scope_key, prefix, data.get("limit") or 100)
         return {"keys": keys, "has_more": has_more}
     key = _state_key(data)
     if action == "state_get":
-        return {"value": await ledger.state_get(scope_key, key)}
+        return {"value": await runner_state.state_get(scope_key, key)}
     if action == "state_delete":
-        return {"success": await ledger.state_delete(scope_key, key)}
+        return {"success": await runner_state.state_delete(scope_key, key)}
     value = data.get("value")
     try:
         size = len(json.dumps(value).encode())
     except (TypeError, ValueError) as exc:
         raise HostError("state.not_json", "state value must be JSON") from exc
-    if size > ledger.STATE_VALUE_MAX_BYTES:
+    if size > runner_state.STATE_VALUE_MAX_BYTES:
         raise HostError("state.too_large", f"state value is {size} bytes; the limit is 256 KiB")
     identity = auth["state_context"][scope]["identity"]
-    await ledger.state_set(ledger.StateWrite(scope=scope, scope_key=scope_key, state_key=key,
+    await runner_state.state_set(runner_state.StateWrite(scope=scope, scope_key=scope_key, state_key=key,
                                              value=value, identity=identity))
     # The run's timeline shows the write, as it shows a `state.updated` result.
     handle = host_process().handle(data["run_id"])
@@ -193,7 +194,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     if action == "steering_pull":
         mode = (data.get("mode") or "all").replace("-", "_")
         limit = 1 if mode in {"one", "one_at_a_time"} else data.get("limit")
-        return {"items": await ledger.pull_steering(run.run_id, limit)}
+        return {"items": await steering.pull_steering(run.run_id, limit)}
     # get_prompt: the prompt the binding carries: a prompt-editor list as it is, a persona
     # as a system message.
     prompt = auth.get("prompt") or ""
