@@ -50,7 +50,8 @@ def _token_matches(candidate: str | None) -> bool:
     return bool(candidate) and secrets.compare_digest(candidate.encode(), stored.encode())
 
 
-def _from_this_machine(request) -> bool:
+def from_this_machine(request) -> bool:
+    """A request from a loopback address that no proxy forwarded."""
     if any(request.META.get(header) for header in FORWARDED_HEADERS):
         return False
     try:
@@ -62,5 +63,5 @@ def _from_this_machine(request) -> bool:
 def may_make_first_admin(request, token: str | None) -> bool:
     """Whether this request may make the first admin (the caller checks that no user
     exists yet)."""
-    return _token_matches(token) or (_from_this_machine(request)
+    return _token_matches(token) or (from_this_machine(request)
                                      and not settings.LANGHOST_SECURE)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from langhost import data_dir
 from langhost.sqlite import use_a_sqlite_that_loads_extensions
@@ -339,6 +340,9 @@ LANGHOST_RUNTIME_TOKEN = os.environ.get("LANGHOST_RUNTIME_TOKEN") or None
 # Set in multi-process deployments: `manage.py runtime` owns the link, web processes reach it
 # through the Channels layer (needs REDIS_URL).
 LANGHOST_RUNTIME_WORKER = env_bool("LANGHOST_RUNTIME_WORKER", False)
+# Who may read `GET /metrics` (Prometheus): whoever sends this bearer token; unset, this
+# machine only.
+LANGHOST_METRICS_TOKEN = os.environ.get("LANGHOST_METRICS_TOKEN", "")
 LANGHOST_PLUGINS_DIR = Path(
     os.environ.get("LANGHOST_PLUGINS_DIR", BASE_DIR / "plugins")
 ).resolve()
@@ -367,11 +371,19 @@ STORAGES = {
     },
 }
 
+# `json`: one JSON object a line, with the run's ids on the lines written during a run.
+LANGHOST_LOG_FORMAT = os.environ.get("LANGHOST_LOG_FORMAT", "plain")
+if LANGHOST_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LANGHOST_LOG_FORMAT is 'plain' or 'json', not "
+                               f"{LANGHOST_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "runners.observability.logs.JsonLines"}},
+    "filters": {"run": {"()": "runners.observability.logs.RunContext"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["run"],
+                             "formatter": LANGHOST_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LANGHOST_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"},
                 "axes": {"level": "WARNING"}},

@@ -12,6 +12,7 @@ from runners.admin.pages import (
     run_detail,
     runtime_status,
 )
+from runners.observability.views import metrics_view
 
 # The API's routes first: Django tries them in order, and starting runs is the busiest.
 urlpatterns = [
@@ -20,6 +21,7 @@ urlpatterns = [
     path("api/v1/", ApiRoot.as_view(), name="api-root"),
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/runtime/", admin.site.admin_view(runtime_status), name="admin-runtime-status"),
     path("admin/playground/", admin.site.admin_view(playground), name="admin-playground"),
     path("admin/runs/<str:run_id>/", admin.site.admin_view(run_detail), name="admin-run-detail"),

@@ -21,8 +21,10 @@ class RunnersConfig(AppConfig):
         # Built-in descriptors are written once per `migrate` (which `serve` runs at every start
         # and a test database's creation or flush repeats): looking a runner up only reads.
         post_migrate.connect(store_builtin_runners, sender=self)
+        # The metrics count the ledger's signals from the process's first run on.
         # LLM runs read models through a short-lived cache; a change made here shows at once.
         from runners.models import LLMModel, ModelProvider
+        from runners.observability import metrics  # noqa: F401
         from runners.providers.lookup import forget_models
 
         for model in (LLMModel, ModelProvider):

@@ -3,6 +3,7 @@
 import asyncio
 
 from asgiref.sync import sync_to_async
+from django.db.models import Count
 
 from ledger import sql, wire
 from ledger.models import (
@@ -59,6 +60,12 @@ def active_runs_of_conversation(*, runner_id: str, binding_id: str, conversation
 async def run_status(run_id: str) -> str | None:
     """The run's status, or None while it has no row (not started, or never)."""
     return await AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
+
+
+def active_counts() -> dict[str, int]:
+    """Runs queued or running now, by status (on the index of active runs)."""
+    return dict(AgentRun.objects.active().values("status").annotate(n=Count("id"))
+                .order_by().values_list("status", "n"))
 
 
 @sync_to_async

@@ -16,6 +16,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import TruncDate, TruncHour
 from django.utils import timezone
 
+from ledger import signals
 from ledger.models import (
     TERMINAL_STATUSES,
     AgentRun,
@@ -47,17 +48,20 @@ def hour_of(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+ENDED_FIELDS = ("run_id", "agent_id", "runner_id", "created_at", "started_at")
+
+
 def run_ended(run: dict) -> None:
-    """Count a run that just ended (its `run_id`, `agent_id`, `runner_id`, `created_at` and
-    terminal `status`)."""
+    """Count a run that just ended (its `run_id`, `agent_id`, `runner_id`, `created_at`,
+    `started_at`, `finished_at` and terminal `status`), and tell the listeners once
+    committed (`ledger.signals.run_ended`)."""
+    signals.send_on_commit(signals.run_ended, run={
+        name: run.get(name) for name in (*ENDED_FIELDS, "status", "finished_at")})
     if run["status"] == RunStatus.COMPLETED and run.get("agent_id"):
         _add(AgentTotals, {"agent_id": run["agent_id"]}, {"completed_runs": 1},
              updated_at=timezone.now())
     _add(RunHour, {"hour": hour_of(run["created_at"]), "runner_id": run["runner_id"],
                    "status": run["status"]}, {"runs": 1}, last_run_id=run["run_id"])
-
-
-ENDED_FIELDS = ("run_id", "agent_id", "runner_id", "created_at")
 
 
 def end_runs(runs, **fields) -> list[str]:
@@ -70,7 +74,7 @@ def end_runs(runs, **fields) -> list[str]:
             AgentRun.objects.filter(run_id__in=[run["run_id"] for run in ended]).exclude(
                 status__in=TERMINAL_STATUSES).update(**fields)
         for run in ended:
-            run_ended({**run, "status": fields["status"]})
+            run_ended({**run, "status": fields["status"], "finished_at": fields["finished_at"]})
     return [run["run_id"] for run in ended]
 
 
@@ -95,6 +99,7 @@ def model_calls_recorded(rows: list[dict]) -> None:
             _add(AgentTotals, {"agent_id": agent_id}, totals, updated_at=timezone.now())
     if today["calls"]:
         _add(ModelCallDay, {"day": timezone.localdate()}, today)
+        signals.send_on_commit(signals.model_calls_recorded, rows=list(rows))
 
 
 def rebuild() -> int:

@@ -19,7 +19,7 @@ from django.db.models.signals import post_migrate
 from django.dispatch import receiver
 from django.utils import timezone
 
-from ledger import owners
+from ledger import owners, signals
 from ledger.models import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -161,6 +161,12 @@ def _write_start(start: PendingStart) -> None:
     }])
     if start.user_transcript:
         insert_rows(Transcript, [start.user_transcript])
+    _started(run)
+
+
+def _started(run: dict) -> None:
+    signals.send_on_commit(signals.run_started, run={
+        name: run.get(name, "") for name in ("run_id", "runner_id", "agent_id")})
 
 
 def _remember_grants(run: dict) -> None:
@@ -266,6 +272,8 @@ def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
             lease_expires_at=_lease_end(now), updated_at=now, deadline_at=deadline_at)
         if not promoted:
             return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).get()
+        _started(AgentRun.objects.filter(run_id=run_id).values(
+            "run_id", "runner_id", "agent_id").get())
         if user_transcript:
             insert_rows(Transcript, [user_transcript])
     return StartedRun(runner_state.snapshot(scope_keys), str(latest) if latest else None)

@@ -5,6 +5,7 @@
 """
 
 import asyncio
+import time
 from datetime import UTC, datetime
 
 from ledger.services import runs as ledger
@@ -12,6 +13,7 @@ from runners.execution import context
 from runners.execution.grants import NO_GRANTS, ModelGrants
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
+from runners.observability import metrics
 
 # The events that carry a user's message: they are transcribed, and they may steer a run.
 MESSAGE_EVENT_TYPE = "message.received"
@@ -154,8 +156,10 @@ class Journal:
                 if self.start_timer is not None:
                     self.start_timer.cancel()
                     self.start_timer = None
+                began = time.perf_counter()
                 ended = await ledger.record_results(self.run_id, [write for write, _ in batch],
                                                     calls, start)
+                metrics.JOURNAL_COMMITS.observe(time.perf_counter() - began)
                 if batch:
                     self.committed_sequence = batch[-1][0].sequence
                 self.ended = ended or self.ended

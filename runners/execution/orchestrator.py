@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import pydantic
 from asgiref.sync import sync_to_async
@@ -44,6 +45,7 @@ from runners.execution.run import LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
 from runners.knowledge.grants import knowledge_grants
 from runners.models import RunnerDescriptor
+from runners.observability import logs, metrics
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
@@ -107,6 +109,12 @@ class OutputLimit(Exception):
     """The run's results outgrew what one run may store; the run fails with this reason."""
 
 
+def _first_token(state: RunState) -> None:
+    if state.first_token_after is None:
+        state.first_token_after = time.monotonic() - state.began
+        metrics.TIME_TO_FIRST_TOKEN.labels(state.descriptor.id).observe(state.first_token_after)
+
+
 def new_run_id() -> str:
     return str(uuid.uuid4())
 
@@ -136,8 +144,22 @@ class Orchestrator:
 
         Unless the caller `announced` the run id before the run starts, the run's row may be
         written with its first results (see `_may_defer_start`).
+
+        What is logged meanwhile carries the run's ids (`runners.observability.logs`).
         """
         run_id = run_id or new_run_id()
+        logging_as = logs.enter_run(run_id, event.conversation_id, agent_name or binding.runner_id)
+        try:
+            async with aclosing(self._run(event, binding, run_id, agent_name, wait_durable,
+                                          multitask, queued, announced)) as messages:
+                async for message in messages:
+                    yield message
+        finally:
+            logs.leave_run(logging_as)
+
+    async def _run(self, event: AgentEventEnvelope, binding: AgentBinding, run_id: str,
+                   agent_name: str, wait_durable: bool, multitask: str | None, queued: bool,
+                   announced: bool) -> AsyncIterator[RunMessage]:
         descriptor = await self._descriptor(binding.runner_id)
         process = host_process()
         claimed_by = (await steering.try_steer(event, binding, descriptor)
@@ -306,6 +328,8 @@ class Orchestrator:
                         state, results, max(due - state.loop.time(), 0.0) if held else None)
                     if raw is not IDLE:
                         message = await self._handle(state, raw)
+                        if message is not None and message.type in STREAMED_TYPES:
+                            _first_token(state)
                 except StopAsyncIteration:
                     over = True
                 except Stop as stopped:

@@ -8,6 +8,7 @@ hands its work to that loop.
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -73,6 +74,9 @@ class RunState:
     waiting: asyncio.Timeout | None = None
     # Replies the runner sent through the host (`event_reply`), for the caller's stream.
     host_replies: list = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic)
+    # Seconds from `began` to the first streamed text, once it came.
+    first_token_after: float | None = None
 
     @property
     def steers(self) -> bool:

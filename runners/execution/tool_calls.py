@@ -8,6 +8,7 @@ import time
 from runners.box import services as box_services
 from runners.execution import box_tools
 from runners.models import McpServer, ToolDescriptor
+from runners.observability import metrics
 from runners.runtime.errors import RuntimeLinkError
 from runners.runtime.host_process import host_process
 from runners.tools.errors import ToolError
@@ -35,6 +36,16 @@ def timeout_for(deadline: float | None) -> float:
 async def call(tool: dict, arguments: dict, timeout: float = TOOL_CALL_TIMEOUT) -> dict:
     """Call the granted `tool` (a grant of `tool_grants`) with `arguments`; its result as a
     dict. Raises `ToolError`, with the reason in words fit for a model."""
+    try:
+        result = await _call(tool, arguments, timeout)
+    except BaseException:
+        metrics.TOOL_CALLS.labels(tool.get("tool_name") or "", "error").inc()
+        raise
+    metrics.TOOL_CALLS.labels(tool.get("tool_name") or "", "ok").inc()
+    return result
+
+
+async def _call(tool: dict, arguments: dict, timeout: float) -> dict:
     name, source_id = tool.get("tool_name"), tool.get("source_id")
     if tool.get("source") == "mcp":
         from runners.tools import mcp  # the MCP SDK loads on first use, not at start

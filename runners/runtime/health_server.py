@@ -1,5 +1,6 @@
 """`manage.py runtime --health-port N`: the runtime worker's `GET /healthz`, for a process
-manager that restarts what is unhealthy.
+manager that restarts what is unhealthy, and its `GET /metrics` for Prometheus (with
+`LANGHOST_METRICS_TOKEN` set, for its bearer only; the port listens on loopback).
 
 The worker serves no other HTTP, so this is a few lines over asyncio's streams rather than a
 web server: 200 when its database, its Channels layer and its runtime link are all up and it
@@ -9,9 +10,13 @@ either way.
 """
 
 import asyncio
+import ipaddress
 import json
 
+from asgiref.sync import sync_to_async
+
 from langhost import health
+from runners.observability import metrics
 from runners.runtime.worker import RuntimeWorkerConsumer
 
 REQUEST_LIMIT_BYTES = 8192
@@ -21,9 +26,13 @@ async def start(gateway, port: int, host: str = "127.0.0.1") -> asyncio.Server:
     async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), health.CHECK_SECONDS)
-            method, path = head[:REQUEST_LIMIT_BYTES].decode("latin-1").split(" ", 2)[:2]
+            text = head[:REQUEST_LIMIT_BYTES].decode("latin-1")
+            method, path = text.split(" ", 2)[:2]
             if (method, path.split("?")[0]) == ("GET", "/healthz"):
                 body, status = await _health(gateway)
+            elif (method, path.split("?")[0]) == ("GET", "/metrics"):
+                await _metrics(gateway, text, writer)
+                return
             else:
                 body, status = {"detail": f"No endpoint matches {method} {path}."}, 404
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
@@ -40,6 +49,29 @@ async def start(gateway, port: int, host: str = "127.0.0.1") -> asyncio.Server:
             writer.close()
 
     return await asyncio.start_server(respond, host, port, limit=REQUEST_LIMIT_BYTES)
+
+
+async def _metrics(gateway, head: str, writer: asyncio.StreamWriter) -> None:
+    headers = dict(line.split(":", 1) for line in head.split("\r\n")[1:] if ":" in line)
+    given = {name.strip().lower(): value.strip() for name, value in headers.items()}
+    peer = (writer.get_extra_info("peername") or ("",))[0]
+    try:
+        local = ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        local = False
+    if not metrics.may_read(given.get("authorization", ""), local=local):
+        status, content_type, data = "403 Forbidden", "application/json", json.dumps(
+            {"detail": "Metrics need the bearer token set in LANGHOST_METRICS_TOKEN."}).encode()
+    else:
+        active, runners = await sync_to_async(metrics.read_ledger)()
+        metrics.refresh(active, await gateway.status(), runners)
+        status, content_type, data = "200 OK", metrics.CONTENT_TYPE, metrics.exposition()
+    writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+                 f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+    try:
+        await writer.drain()
+    finally:
+        writer.close()
 
 
 async def _health(gateway) -> tuple[dict, int]:

@@ -29,6 +29,7 @@ a reply or a tool call precedes. Messages:
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from datetime import timedelta
 
@@ -40,6 +41,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from runners.models import RunnerDescriptor, RuntimeWorker
+from runners.observability import metrics
 from runners.runtime import liveness
 from runners.runtime.errors import RuntimeLinkError, ToolNotFound
 from runners.runtime.host_process import host_process
@@ -314,13 +316,16 @@ class ChannelGateway:
 
     async def _request(self, message: dict, timeout: float = REPLY_TIMEOUT_SECONDS) -> dict:
         reply_channel = await self.channel_layer.new_channel()
+        began = time.perf_counter()
         await self.channel_layer.send(RUNTIME_CHANNEL, {**message, "reply_channel": reply_channel})
         try:
-            return await asyncio.wait_for(self.channel_layer.receive(reply_channel), timeout)
+            reply = await asyncio.wait_for(self.channel_layer.receive(reply_channel), timeout)
         except TimeoutError:
             raise RuntimeUnavailable(
                 f"no answer on '{RUNTIME_CHANNEL}' within {timeout:.0f}s: "
                 "is `manage.py runtime` running?") from None
+        metrics.CHANNEL_ROUND_TRIPS.labels(message["type"]).observe(time.perf_counter() - began)
+        return reply
 
     async def start(self) -> None:
         """Nothing to bring up: the runtime is the worker's."""

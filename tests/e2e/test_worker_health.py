@@ -48,11 +48,18 @@ def stop(worker):
 
 
 def test_a_worker_whose_runtime_is_ready_answers_200(shared):  # noqa: F811
-    worker, port = start_worker(shared)
+    worker, port = start_worker(shared, LANGHOST_METRICS_TOKEN="scrape-secret")
     try:
         body = wait_for(port, 200)
+        refused = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=scaled(5))
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=scaled(5),
+                            headers={"Authorization": "Bearer scrape-secret"})
     finally:
         stop(worker)
+
+    # Its metrics beside its health: its runtime link up, for the token's bearer only.
+    assert refused.status_code == 403 and metrics.status_code == 200
+    assert "langhost_runtime_link_up 1.0" in metrics.text.splitlines()
 
     assert body["status"] == "ok"
     assert (body["database"], body["channel_layer"], body["runtime"], body["queue"]) == \
