@@ -24,12 +24,14 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from accounts.channels_auth import TokenAuthMiddlewareStack  # noqa: E402
 from langhost.websockets import with_fallback  # noqa: E402
+from runners.observability import tracing  # noqa: E402
 from runners.plugins.gateway import start_in_background  # noqa: E402
 from runners.routing import websocket_urlpatterns  # noqa: E402
 
+tracing.setup()
 router = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": tracing.asgi(ASGIStaticFilesHandler(django_asgi_app)),
         "websocket": TokenAuthMiddlewareStack(URLRouter(with_fallback(websocket_urlpatterns))),
     }
 )

@@ -45,7 +45,7 @@ from runners.execution.run import LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
 from runners.knowledge.grants import knowledge_grants
 from runners.models import RunnerDescriptor
-from runners.observability import logs, metrics
+from runners.observability import logs, metrics, tracing
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
@@ -145,16 +145,20 @@ class Orchestrator:
         Unless the caller `announced` the run id before the run starts, the run's row may be
         written with its first results (see `_may_defer_start`).
 
-        What is logged meanwhile carries the run's ids (`runners.observability.logs`).
+        What is logged meanwhile carries the run's ids (`runners.observability.logs`); with
+        tracing on, the run is a span (`runners.observability.tracing`).
         """
         run_id = run_id or new_run_id()
         logging_as = logs.enter_run(run_id, event.conversation_id, agent_name or binding.runner_id)
+        traced = tracing.run_started(run_id, binding.runner_id, agent_name or binding.runner_id,
+                                     event.conversation_id)
         try:
             async with aclosing(self._run(event, binding, run_id, agent_name, wait_durable,
                                           multitask, queued, announced)) as messages:
                 async for message in messages:
                     yield message
         finally:
+            tracing.run_ended(traced, self.outcomes.get(run_id))
             logs.leave_run(logging_as)
 
     async def _run(self, event: AgentEventEnvelope, binding: AgentBinding, run_id: str,

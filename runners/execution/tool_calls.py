@@ -8,7 +8,7 @@ import time
 from runners.box import services as box_services
 from runners.execution import box_tools
 from runners.models import McpServer, ToolDescriptor
-from runners.observability import metrics
+from runners.observability import metrics, tracing
 from runners.runtime.errors import RuntimeLinkError
 from runners.runtime.host_process import host_process
 from runners.tools.errors import ToolError
@@ -37,7 +37,8 @@ async def call(tool: dict, arguments: dict, timeout: float = TOOL_CALL_TIMEOUT) 
     """Call the granted `tool` (a grant of `tool_grants`) with `arguments`; its result as a
     dict. Raises `ToolError`, with the reason in words fit for a model."""
     try:
-        result = await _call(tool, arguments, timeout)
+        with tracing.tool_call(tool):
+            result = await _call(tool, arguments, timeout)
     except BaseException:
         metrics.TOOL_CALLS.labels(tool.get("tool_name") or "", "error").inc()
         raise

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from runners.hostapi import box_api, knowledge_api, model_api, run_api, tool_api, vector_api
 from runners.models import PluginInstallation, PluginStorage
+from runners.observability import tracing
 from runners.runtime.host import HostActions, HostError
 from runners.runtime.host_process import host_process
 from runners.runtime.identity import plugin_installation_uuid
@@ -87,6 +88,10 @@ class DjangoHost(HostActions):
 
     async def handle_run_api(self, action: str, data: dict, context: dict | None) -> dict:
         await _run_written(data)
+        with tracing.host_action(action, data.get("run_id")):
+            return await self._answer(action, data, context)
+
+    async def _answer(self, action: str, data: dict, context: dict | None) -> dict:
         if action in model_api.ACTIONS:
             return await model_api.handle(action, data, context)
         if action in tool_api.ACTIONS:

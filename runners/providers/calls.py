@@ -21,6 +21,7 @@ from asgiref.sync import sync_to_async
 
 from ledger.services.model_calls import record_model_call
 from runners.models import LLMModel, ModelProvider
+from runners.observability import tracing
 from runners.providers import anthropic_messages, openai_chat
 from runners.providers.errors import ProviderError
 from runners.providers.messages import parse
@@ -117,6 +118,7 @@ class _Attempt:
             "operation": operation, "attempt": attempt,
         }
         self.started = time.monotonic()
+        self.began_at = time.time()
         self.first_token_ms: int | None = None
         self.usage = Usage()
         limit = provider.timeout
@@ -149,6 +151,7 @@ class _Attempt:
                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                "cached_tokens": usage.cached_tokens, "cost": cost(self.model, usage),
                "latency_ms": self._elapsed_ms(), "first_token_ms": self.first_token_ms}
+        tracing.model_call(row, self.model.provider.kind, self.began_at)
         try:
             if not (self.journal and self.journal(row)):
                 await record_model_call(**row)

@@ -41,7 +41,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from runners.models import RunnerDescriptor, RuntimeWorker
-from runners.observability import metrics
+from runners.observability import metrics, tracing
 from runners.runtime import liveness
 from runners.runtime.errors import RuntimeLinkError, ToolNotFound
 from runners.runtime.host_process import host_process
@@ -204,8 +204,10 @@ class RuntimeWorkerConsumer(AsyncConsumer):
         stream = self.gateway.run_runner(descriptor, message["context"], message["item_timeout"])
         alive = asyncio.ensure_future(self._say_alive(reply))
         try:
-            async for item in stream:
-                await self.channel_layer.send(reply, {"type": "run.item", "item": item})
+            with tracing.streamed_elsewhere(message["context"]["run_id"], runner["id"],
+                                            message.get("trace")):
+                async for item in stream:
+                    await self.channel_layer.send(reply, {"type": "run.item", "item": item})
             await self.channel_layer.send(reply, {"type": "run.end"})
         except asyncio.CancelledError:
             raise
@@ -366,6 +368,7 @@ class ChannelGateway:
                        "plugin_name": descriptor.plugin_name,
                        "runner_name": descriptor.runner_name},
             "context": context, "item_timeout": item_timeout,
+            "trace": tracing.carrier(context["run_id"]),
         })
         loop = asyncio.get_running_loop()
         silence_limit = SILENT_TICKS * liveness.tick_seconds()

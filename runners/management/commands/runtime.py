@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 
 from langhost.startup_lock import apply_migrations
 from runners.conversations import work
+from runners.observability import tracing
 from runners.plugins.gateway import LocalGateway
 from runners.runtime import RuntimeLinkError, health_server, worker
 from runners.runtime.host_process import host_process
@@ -35,6 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, health_port=None, **options):
         logging.getLogger("runners").setLevel(logging.INFO)
+        tracing.setup()
         try:
             asyncio.run(self._serve_until_stopped(health_port))
         except KeyboardInterrupt:
