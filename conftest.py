@@ -212,6 +212,7 @@ PROCESS_TESTS = (
     "runners/tests/test_runners_command.py", "runners/tests/test_run_agent_command.py",
     "runners/tests/test_runtime_loss.py", "runners/tests/test_runtime_recovery.py",
     "runners/tests/test_last_frame.py", "tests/test_data_dir.py",
+    "runners/evals/tests/test_eval_agent.py",
 )
 
 

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "runners.skills",
     "runners.webhooks",
     "runners.schedules",
+    "runners.evals",
 ]
 
 # Django's and django-csp's middleware, with their hooks run on the event loop rather than in

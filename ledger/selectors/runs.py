@@ -62,6 +62,13 @@ async def run_status(run_id: str) -> str | None:
     return await AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
 
 
+def tool_calls_of(run_id: str) -> list[tuple[str, dict]]:
+    """The tools the run called, in order: each `(name, arguments)`."""
+    return [(data.get("tool_name") or "", data.get("parameters") or {})
+            for data in AgentRunEvent.objects.filter(run_id=run_id, type="tool.call.started")
+            .order_by("sequence").values_list("data_json", flat=True)]
+
+
 def active_counts() -> dict[str, int]:
     """Runs queued or running now, by status (on the index of active runs)."""
     return dict(AgentRun.objects.active().values("status").annotate(n=Count("id"))

@@ -174,9 +174,13 @@ class AgentInstanceAdmin(admin.ModelAdmin):
         conversations = Conversation.objects.filter(agent_id=str(agent.pk)).count()
         runs = AgentRun.objects.filter(agent_id=str(agent.pk)).count()
         return format_html(
-            '<a href="{}?agent_id={}">{} conversation(s)</a> · <a href="{}?agent_id={}">{} run(s)</a>',
+            '<a href="{}?agent_id={}">{} conversation(s)</a> · <a href="{}?agent_id={}">{} run(s)</a>'
+            ' · <a href="{}?agent__id__exact={}">evaluation reports</a>'
+            ' · <a href="{}" id="evaluate-agent">evaluate…</a>',
             reverse("admin:ledger_conversation_changelist"), agent.pk, conversations,
-            reverse("admin:ledger_agentrun_changelist"), agent.pk, runs)
+            reverse("admin:ledger_agentrun_changelist"), agent.pk, runs,
+            reverse("admin:evals_evalreport_changelist"), agent.pk,
+            reverse("admin:evals_evalreport_evaluate", args=[agent.pk]))
 
     def _apply(self, request, queryset, action_name):
         # Same rules as the API: each agent moves only if its current status allows it.
