@@ -81,6 +81,7 @@ bench: install-test
 	$(PY) bench/llm_overhead.py
 	$(PY) bench/isolation.py
 	$(PY) bench/knowledge.py
+	$(PY) bench/tracing_overhead.py
 
 # Reads and writes on a ledger of 300,000 runs against one of 10,000 (several minutes).
 bench-scale: install-test

@@ -45,6 +45,9 @@ def setup_django(data_dir: Path) -> None:
     langhost_data_dir.prepare()  # the secret key, as manage.py makes it
     django.setup()
     call_command("migrate", verbosity=0)
+    from runners.observability import tracing
+
+    tracing.setup()  # as a server does: spans go out when OTEL_EXPORTER_OTLP_ENDPOINT is set
 
 
 def percentile(samples: list[float], fraction: float) -> float:
