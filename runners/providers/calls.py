@@ -107,9 +107,11 @@ def _failure(exc: Exception, limit: float) -> ProviderError:
 class _Attempt:
     """One call being made: its client options, timing and usage, recorded when it ends."""
 
-    def __init__(self, model: LLMModel, call: CallInfo, operation: str, attempt: int):
+    def __init__(self, model: LLMModel, call: CallInfo, operation: str, attempt: int,
+                 messages=None):
         provider = model.provider
         self.model = model
+        self.messages = messages  # for a trace that may show them
         self.journal = call.journal
         self.row = {
             "run_id": call.run_id, "agent_id": call.agent_id, "project_id": call.project_id,
@@ -151,7 +153,7 @@ class _Attempt:
                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                "cached_tokens": usage.cached_tokens, "cost": cost(self.model, usage),
                "latency_ms": self._elapsed_ms(), "first_token_ms": self.first_token_ms}
-        tracing.model_call(row, self.model.provider.kind, self.began_at)
+        tracing.model_call(row, self.model.provider.kind, self.began_at, self.messages)
         try:
             if not (self.journal and self.journal(row)):
                 await record_model_call(**row)
@@ -161,8 +163,8 @@ class _Attempt:
 
 @asynccontextmanager
 async def _recorded(model: LLMModel, call: CallInfo, operation: str,
-                    attempt: int) -> AsyncIterator[_Attempt]:
-    record = _Attempt(model, call, operation, attempt)
+                    attempt: int, messages=None) -> AsyncIterator[_Attempt]:
+    record = _Attempt(model, call, operation, attempt, messages)
     try:
         yield record
         await record.end("ok")
@@ -204,7 +206,7 @@ async def invoke(model: LLMModel, messages: Iterable, *, tools: Iterable | None 
     Raises ProviderError.
     """
     kind, args = await _prepared(model, messages, tools, params, reasoning_level)
-    async with _recorded(model, call, "invoke", attempt) as record:
+    async with _recorded(model, call, "invoke", attempt, args.get("messages")) as record:
         async with asyncio.timeout(record.limit):
             message, record.usage = await kind.complete(record.client(kind), args)
         record.token()
@@ -220,7 +222,7 @@ async def stream(model: LLMModel, messages: Iterable, *, tools: Iterable | None 
     closed and recorded as cancelled. Raises ProviderError.
     """
     kind, args = await _prepared(model, messages, tools, params, reasoning_level)
-    async with _recorded(model, call, "stream", attempt) as record:
+    async with _recorded(model, call, "stream", attempt, args.get("messages")) as record:
         # The time limit covers the whole stream, but only while waiting on the provider:
         # a timeout scope must not span a yield to the consumer.
         until = asyncio.get_running_loop().time() + record.limit

@@ -103,6 +103,8 @@ def test_an_agent_run_with_a_tool_call_is_one_trace(tmp_path, receiver, provider
     assert all(c["parent_id"] == run["span_id"] for c in chats + [tool])
     assert chats[0]["attributes"]["gen_ai.request.model"] == "gpt-tools-upstream"
     assert chats[0]["attributes"]["gen_ai.system"] == "openai"
+    # What the user said stays out of the trace unless a setting lets it in.
+    assert not any("2 + 3" in str(span["attributes"]) for span in trace)
     assert (tool["name"], tool["attributes"]["langhost.tool.source_id"]) == \
         ("execute_tool add", "calc")
 
