@@ -289,9 +289,11 @@ class Orchestrator:
         """Whether the run's row may wait for its first results (`Journal`): when nobody can
         ask for the run before then. Its caller learns its id from its first message, which
         comes once committed; its host actions are answered here, where its handle writes the
-        row first (`RunHandle.written`). A run that takes a turn, or whose event may be
-        replayed (an idempotency key), is written at once."""
+        row first (`RunHandle.written`). A run that takes a turn, whose event may be replayed
+        (an idempotency key), or whose runner may fetch the message's files over HTTP (their
+        links check the run's row), is written at once."""
         return (not announced and multitask is None and event.idempotency_key is None
+                and not event.input.attachments
                 and (descriptor.source == RunnerDescriptor.Source.BUILTIN
                      or self.gateway.answers_host_actions_here))
 

@@ -105,6 +105,7 @@ class DjangoHost(HostActions):
         return await run_api.handle(action, data, context)
 
     async def read_file(self, action: str, data: dict, context: dict | None) -> tuple[bytes, str]:
+        await _run_written(data)
         return await knowledge_api.document_file(action, data)
 
     async def stream_run_api(self, action: str, data: dict,

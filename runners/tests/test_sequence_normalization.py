@@ -21,6 +21,8 @@ def result(sequence, text, type_="message.completed"):
 
 
 class ScriptedGateway:
+    answers_host_actions_here = True  # its runner asks the host nothing
+
     def __init__(self, results):
         self.results = results
 
