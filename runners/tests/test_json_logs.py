@@ -39,14 +39,15 @@ def json_lines():
 async def test_the_lines_written_during_a_run_carry_its_ids(qa_gateway, json_lines):
     logging.getLogger("langhost.test").info("before any run")
     event = AgentEventEnvelope(conversation_id="logs", input={"text": "hi"})
-    binding = AgentBinding(binding_id="logs", runner_id="plugin:e2e/agent-runner-qa/failing")
+    # The garbage runner sends a result of an unknown type: the host logs it, during the run.
+    binding = AgentBinding(binding_id="logs", runner_id="plugin:e2e/agent-runner-qa/garbage")
 
     outcome = await Orchestrator(qa_gateway).run_to_end(event, binding, agent_name="Helper")
     logging.getLogger("langhost.test").info("after the run")
 
     during = [line for line in json_lines if line.get("run_id")]
-    assert outcome["status"] == "failed"
-    assert during, "the failing run logs why it failed"
+    assert outcome["status"] == "completed"
+    assert any("unknown result type" in line["message"] for line in during)
     assert all((line["run_id"], line["conversation_id"], line["agent"], line["trace_id"])
                == (outcome["run_id"], "logs", "Helper", outcome["run_id"]) for line in during)
     before, after = json_lines[0], json_lines[-1]
