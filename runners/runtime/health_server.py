@@ -22,8 +22,12 @@ from runners.runtime.worker import RuntimeWorkerConsumer
 REQUEST_LIMIT_BYTES = 8192
 
 
+REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found"}
+
+
 async def start(gateway, port: int, host: str = "127.0.0.1") -> asyncio.Server:
     async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        content_type = "application/json"
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), health.CHECK_SECONDS)
             text = head[:REQUEST_LIMIT_BYTES].decode("latin-1")
@@ -31,18 +35,16 @@ async def start(gateway, port: int, host: str = "127.0.0.1") -> asyncio.Server:
             if (method, path.split("?")[0]) == ("GET", "/healthz"):
                 body, status = await _health(gateway)
             elif (method, path.split("?")[0]) == ("GET", "/metrics"):
-                await _metrics(gateway, text, writer)
-                return
+                body, status, content_type = await _metrics(gateway, text, writer)
             else:
                 body, status = {"detail": f"No endpoint matches {method} {path}."}, 404
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
                 ValueError):
             body, status = {"detail": "Bad request."}, 400
-        data = json.dumps(body).encode()
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status,
-                                                                       "Service Unavailable")
-        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        writer.write(f"HTTP/1.1 {status} {REASONS.get(status, 'Service Unavailable')}\r\n"
+                     f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
+                     "Connection: close\r\n\r\n".encode() + data)
         try:
             await writer.drain()
         finally:
@@ -51,7 +53,8 @@ async def start(gateway, port: int, host: str = "127.0.0.1") -> asyncio.Server:
     return await asyncio.start_server(respond, host, port, limit=REQUEST_LIMIT_BYTES)
 
 
-async def _metrics(gateway, head: str, writer: asyncio.StreamWriter) -> None:
+async def _metrics(gateway, head: str, writer: asyncio.StreamWriter):
+    """The metrics as `(body, status, content type)`, or a 403 for a caller who may not."""
     headers = dict(line.split(":", 1) for line in head.split("\r\n")[1:] if ":" in line)
     given = {name.strip().lower(): value.strip() for name, value in headers.items()}
     peer = (writer.get_extra_info("peername") or ("",))[0]
@@ -60,18 +63,11 @@ async def _metrics(gateway, head: str, writer: asyncio.StreamWriter) -> None:
     except ValueError:
         local = False
     if not metrics.may_read(given.get("authorization", ""), local=local):
-        status, content_type, data = "403 Forbidden", "application/json", json.dumps(
-            {"detail": "Metrics need the bearer token set in LANGHOST_METRICS_TOKEN."}).encode()
-    else:
-        active, runners = await sync_to_async(metrics.read_ledger)()
-        metrics.refresh(active, await gateway.status(), runners)
-        status, content_type, data = "200 OK", metrics.CONTENT_TYPE, metrics.exposition()
-    writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-                 f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
-    try:
-        await writer.drain()
-    finally:
-        writer.close()
+        return ({"detail": "Metrics need the bearer token set in LANGHOST_METRICS_TOKEN."}, 403,
+                "application/json")
+    active, runners = await sync_to_async(metrics.read_ledger)()
+    metrics.refresh(active, await gateway.status(), runners)
+    return metrics.exposition(), 200, metrics.CONTENT_TYPE
 
 
 async def _health(gateway) -> tuple[dict, int]:
