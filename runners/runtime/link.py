@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import logging
 import os
 import re
@@ -160,7 +161,10 @@ class RuntimeLink:
     async def start(self) -> None:
         self.stopping = False
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._supervise(), name="runtime-link")
+            # A fresh context: the link outlives whatever started it (a run, a request), and
+            # must not log or trace as that run for the rest of the process's life.
+            self._task = asyncio.get_running_loop().create_task(
+                self._supervise(), name="runtime-link", context=contextvars.Context())
 
     async def stop(self) -> None:
         """Close the connection; in stdio mode SIGTERM the runtime, 2 s grace, then SIGKILL."""
