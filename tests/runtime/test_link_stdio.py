@@ -140,10 +140,18 @@ async def test_broken_plugin_stays_out_while_others_load(tmp_path):
     try:
         await link.wait_ready(scaled(20))
         await wait_for_runner(link, "plugin:e2e/agent-runner-qa/default")
-        plugins = {
-            (p["manifest"]["manifest"]["metadata"]["name"], p["status"])
-            for p in await link.list_plugins()
-        }
+        # The broken plugin's process may still be `mounted` (it fails on import a moment
+        # later): it never gets further, and the runtime drops it.
+        deadline = asyncio.get_running_loop().time() + scaled(20)
+        while True:
+            plugins = {
+                (p["manifest"]["manifest"]["metadata"]["name"], p["status"])
+                for p in await link.list_plugins()
+            }
+            if ("broken-plugin", "mounted") not in plugins \
+                    or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)
         runners = {r["plugin_name"] for r in await link.list_runners()}
     finally:
         await link.stop()
