@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0001_squashed_0013_run_grants'),
+        ('ledger', '0013_run_grants'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('runners', '0001_squashed_0016_agenttype_tools_requiring_approval'),
+        ('runners', '0016_agenttype_tools_requiring_approval'),
     ]
 
     operations = [
