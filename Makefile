@@ -63,9 +63,9 @@ run: install
 test: install-test browser servers
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
 	$(PY) -m langhost.local_servers -- env -u REDIS_URL \
-	  $(PY) -m pytest -m "not cluster and not e2e and not browser and not processes"
+	  $(PY) -m pytest --durations=10 -m "not cluster and not e2e and not browser and not processes"
 
 # deploy/'s layout on this machine: private PostgreSQL and Redis, then deploy/Procfile's two web
 # processes (ports 8000, 8001) and two runtime workers (health on 8100, 8101). Ctrl-C stops all.
