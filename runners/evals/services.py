@@ -18,7 +18,6 @@ from runners.evals.evalset import EvalSet, EvalSetError, Expect
 from runners.evals.models import EvalReport
 from runners.execution.orchestrator import RunRefused
 from runners.models import AgentInstance
-from runners.providers import calls
 from runners.providers.errors import ProviderError
 from runners.providers.lookup import load_models
 
@@ -128,6 +127,9 @@ async def _checks(expect: Expect, user: str, reply: str, called: list, judge,
 
 
 async def _graded(judge, rubric: str, user: str, reply: str, agent: AgentInstance) -> Criterion:
+    # The providers' SDKs load on first use, not with the admin that imports this module.
+    from runners.providers import calls
+
     name = f"rubric: {rubric[:60]}"
     try:
         message, _ = await calls.invoke(judge, [
