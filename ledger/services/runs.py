@@ -8,7 +8,7 @@ loop's own statements are built by `rows`.
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from asgiref.sync import sync_to_async
@@ -146,22 +146,34 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
     return StartedRun(runner_state.snapshot(scope_keys), str(latest) if latest else None)
 
 
-def _write_start(start: PendingStart) -> None:
+def _write_start(start: PendingStart, finish: tuple | None = None) -> dict | None:
     """The `running` row, its event log row and the user's transcript entry (in a
-    transaction); its grants row unless this process wrote it before."""
+    transaction); its grants row unless this process wrote it before.
+
+    With the run's `finish` (as `ResultWrite.finish`), the row is written ended, and the
+    run's outcome returned."""
     run = start.run
     if start.grants is not None and run["grants_digest"] not in _grants_stored:
         RunGrants.objects.bulk_create([RunGrants(digest=run["grants_digest"],
                                                  snapshot=start.grants)], ignore_conflicts=True)
     insert_rows(EventLog, [{"run_id": run["run_id"], **start.event_log}])
-    insert_rows(AgentRun, [{
-        "status": RunStatus.RUNNING, "started_at": start.started_at,
-        "execution_owner_id": start.owner_id, "lease_expires_at": _lease_end(start.started_at),
-        **run,
-    }])
+    row = {"status": RunStatus.RUNNING, "created_at": start.started_at,
+           "started_at": start.started_at,
+           "execution_owner_id": start.owner_id, "lease_expires_at": _lease_end(start.started_at),
+           **run}
+    if finish is not None:
+        status, reason, usage, _may_have_steering, may_have_model_calls = finish
+        row.update(_ended_fields(run["run_id"], status, reason, usage, may_have_model_calls))
+    insert_rows(AgentRun, [row])
     if start.user_transcript:
         insert_rows(Transcript, [start.user_transcript])
     _started(run)
+    if finish is None:
+        return None
+    ended = {name: row.get(name, AgentRun._meta.get_field(name).get_default())
+             for name in OUTCOME_FIELDS}
+    rollups.run_ended(ended)
+    return outcome_dict(ended)
 
 
 def _started(run: dict) -> None:
@@ -326,11 +338,16 @@ def record_results(run_id: str, writes: list[ResultWrite],
     results ends the run, the run's outcome is returned (see `finish_run`)."""
     ended = None
     with transaction.atomic():
-        if start is not None:
-            _write_start(start)
         if model_calls:
             insert_rows(ModelCall, list(model_calls))
             rollups.model_calls_recorded(list(model_calls))
+        finish = next((write.finish for write in writes if write.finish is not None), None)
+        if start is not None and finish is not None:
+            # Started and ended in one batch: the row is written as it ends, not updated.
+            ended = _write_start(start, finish)
+            writes = [replace(write, finish=None) for write in writes]
+        elif start is not None:
+            _write_start(start)
         if writes:
             insert_rows(AgentRunEvent, [
                 {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
@@ -356,6 +373,21 @@ _TERMINAL_IN = ", ".join(["%s"] * len(TERMINAL_STATUSES))
 def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
                  may_have_steering: bool = True,
                  may_have_model_calls: bool = True) -> dict:
+    fields = _ended_fields(run_id, status, reason, usage, may_have_model_calls)
+    ended = update_returning(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
+                             [run_id, *TERMINAL_STATUSES], OUTCOME_FIELDS)
+    if ended:
+        rollups.run_ended(ended)
+    if may_have_steering:  # items are only queued for runners that declare steering
+        SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
+            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=fields["finished_at"]
+        )
+    return outcome_dict(ended) if ended else run_outcome_sync(run_id)
+
+
+def _ended_fields(run_id: str, status: str, reason: str, usage: dict | None,
+                  may_have_model_calls: bool = True) -> dict:
+    """What a run's row changes as it ends."""
     if status not in TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
     now = timezone.now()
@@ -365,15 +397,7 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
         usage = run_usage(run_id)               # calls spent, if any
     if usage is not None:
         fields["usage_json"] = usage
-    ended = update_returning(AgentRun, fields, f"run_id = %s AND status NOT IN ({_TERMINAL_IN})",
-                             [run_id, *TERMINAL_STATUSES], OUTCOME_FIELDS)
-    if ended:
-        rollups.run_ended(ended)
-    if may_have_steering:  # items are only queued for runners that declare steering
-        SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
-            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now
-        )
-    return outcome_dict(ended) if ended else run_outcome_sync(run_id)
+    return fields
 
 
 @sync_to_async
