@@ -7,7 +7,8 @@ from pydantic import ValidationError
 
 from ledger.admin import pretty
 from ledger.models import AgentRun, Conversation
-from runners.catalogue import runner_config
+from runners.admin import pickers
+from runners.catalogue import runner_config, services
 from runners.catalogue.trees import validate_trees
 from runners.execution.bindings import to_protocol
 from runners.execution.registry import disable_plugin_runners_sync, runner_choices
@@ -61,13 +62,25 @@ class AgentTypeForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["knowledge_retrieval"].required = False  # left out: the default
-        # The runners LangHost knows, and the type's own even if it is gone since.
+        saved = None if self.instance._state.adding else self.instance
+        self._pick_models(saved)
+        servers = list(saved.mcp_servers) if saved and isinstance(saved.mcp_servers, list) else []
+        self.fields["mcp_servers"] = forms.MultipleChoiceField(
+            choices=pickers.mcp_server_choices(servers), required=False,
+            widget=forms.SelectMultiple(attrs={"size": 5}),
+            help_text="The MCP servers (MCP servers in the admin) whose tools its agents may use.")
+        # The runners LangHost knows, and the type's own even if it is gone since; a new type
+        # may leave the choice to the catalogue's rule (`default_runner`).
         choices = runner_choices()
-        current = self.instance.runner_id if self.instance.pk else None
+        current = saved.runner_id if saved else None
         if current and current not in dict(choices):
             choices.append((current, f"{current} (unknown now)"))
+        if saved is None:
+            choices.insert(0, ("", "Automatic: the built-in LLM agent when a primary model is "
+                                   "chosen, else echo"))
         self.fields["runner_id"] = forms.ChoiceField(
-            choices=choices, initial=self.fields["runner_id"].initial,
+            choices=choices, required=saved is not None,
+            initial="" if saved is None else current,
             help_text="The runner agents of this type run: a built-in one or a plugin's. "
                       "One that is not available now can be chosen; its runs wait for it.")
         if current and (fields := runner_config.described(runner_config.schema_of(current))):
@@ -79,6 +92,21 @@ class AgentTypeForm(forms.ModelForm):
                 f" Secrets set (not shown; kept unless given again, null clears): "
                 f"{', '.join(secrets)}.")
 
+    def _pick_models(self, saved: AgentType | None) -> None:
+        """The primary and fallback models chosen among the registered ones."""
+        primary = saved.primary_model if saved else ""
+        fallbacks = ([name for name in saved.fallback_models if isinstance(name, str)]
+                     if saved and isinstance(saved.fallback_models, list) else [])
+        choices = pickers.model_choices([primary, *fallbacks])
+        self.fields["primary_model"] = forms.ChoiceField(
+            choices=[("", "— none —"), *choices], required=False,
+            error_messages={"invalid_choice": "'%(value)s' is not a registered model: add it "
+                                              "under LLM models first."},
+            help_text="The registered model it thinks with (LLM models in the admin).")
+        self.fields["fallback_models"] = pickers.OrderedChoicesField(
+            choices, slots=max(3, len(fallbacks) + 1),
+            help_text="Tried in this order when the primary model fails.")
+
     def clean_skills(self):
         return [skill.name for skill in self.cleaned_data["skills"]]
 
@@ -89,25 +117,19 @@ class AgentTypeForm(forms.ModelForm):
         return [str(knowledge_base.pk) for knowledge_base in self.cleaned_data["knowledge_bases"]]
 
     def clean(self):
-        """A rename must keep names unique in every tree this type belongs to; the runner's
-        config must be what the runner declares."""
+        """The catalogue's rules, as the API applies them (`catalogue.services`)."""
         cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        saved = None if self.instance._state.adding else self.instance
+        changes = {name: cleaned[name] for name in self.Meta.fields if name in cleaned}
         try:
-            validate_trees(self.instance)
-        except DjangoValidationError as exc:
-            self.add_error("name", exc.messages)
-        runner_id = cleaned.get("runner_id")
-        if runner_id and "runner_config" in cleaned:
-            schema = runner_config.schema_of(runner_id)
-            try:
-                runner_config.check(cleaned["runner_config"] or {}, schema, runner_id)
-            except runner_config.ConfigError as exc:
-                self.add_error("runner_config", [f"{name}: {error}"
-                                                 for name, error in exc.errors.items()])
-            else:
-                cleaned["runner_config"] = runner_config.sealed(
-                    cleaned["runner_config"] or {}, schema,
-                    self.instance.runner_config if self.instance.pk else None)
+            cleaned.update(services.prepare_agent_type(saved, changes))
+        except services.CatalogueError as exc:
+            for field, errors in exc.errors.items():
+                messages_ = ([f"{name}: {error}" for name, error in errors.items()]
+                             if isinstance(errors, dict) else errors)
+                self.add_error(field if field in self.fields else None, messages_)
         return cleaned
 
 
@@ -151,6 +173,9 @@ class AgentTypeAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     readonly_fields = ["id", "unknown_models", "created_at", "updated_at"]
     inlines = [SubAgentInline]
+
+    def save_model(self, request, obj, form, change):
+        services.save_agent_type(obj, {})
 
     @admin.display(description="unknown models")
     def unknown_models(self, obj):

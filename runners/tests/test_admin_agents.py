@@ -117,8 +117,8 @@ def langbot_shaped_runner(db):
 def type_form(runner_id: str, config: dict, instance=None) -> AgentTypeForm:
     return AgentTypeForm(instance=instance, data={
         "name": "Local", "slug": "local", "runner_id": runner_id, "kind": "llm",
-        "runner_config": json.dumps(config), "expertise": "[]", "fallback_models": "[]",
-        "model_params": "{}", "mcp_servers": "[]", "knowledge_retrieval": "tool", "is_active": "on"})
+        "runner_config": json.dumps(config), "expertise": "[]",
+        "model_params": "{}", "knowledge_retrieval": "tool", "is_active": "on"})
 
 
 def test_the_admin_form_refuses_a_config_field_the_runner_does_not_declare(

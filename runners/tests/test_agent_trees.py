@@ -153,8 +153,8 @@ def test_build_tree_carries_kinds_flags_and_order(types):
 def admin_post_data(agent_type, children):
     data = {
         "name": agent_type.name, "slug": agent_type.slug, "description": "", "expertise": "[]",
-        "personality_prompt": "", "primary_model": "", "fallback_models": "[]",
-        "model_params": "{}", "mcp_servers": "[]", "is_active": "on",
+        "personality_prompt": "", "primary_model": "",
+        "model_params": "{}", "is_active": "on",
         "runner_id": agent_type.runner_id, "kind": "llm", "save_input_blobs_as_artifacts": "on",
         "sub_agent_links-TOTAL_FORMS": str(len(children)), "sub_agent_links-INITIAL_FORMS": "0",
         "sub_agent_links-MIN_NUM_FORMS": "0", "sub_agent_links-MAX_NUM_FORMS": "1000",

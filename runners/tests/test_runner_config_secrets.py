@@ -65,8 +65,8 @@ def test_the_admin_form_shows_no_secret_and_keeps_it_on_save(dify_type):
     assert "api-key" in form.fields["runner_config"].help_text
     data = {"name": "Dify", "slug": "dify", "runner_id": DIFY, "kind": "llm",
             "runner_config": json.dumps({"base-url": "http://127.0.0.1:3/v1"}),
-            "expertise": "[]", "fallback_models": "[]", "model_params": "{}",
-            "mcp_servers": "[]", "is_active": "on"}
+            "expertise": "[]", "model_params": "{}",
+            "is_active": "on"}
     saved = AgentTypeForm(instance=agent_type, data=data)
     assert saved.is_valid(), saved.errors
     saved.save()

@@ -1,21 +1,11 @@
-import copy
 import json
 
-from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
 from rest_framework import serializers
 
-from runners.catalogue import runner_config
-from runners.catalogue.trees import validate_trees
+from runners.catalogue import runner_config, services
 from runners.execution.registry import runner_availability
 from runners.knowledge.models import KnowledgeBase
-from runners.models import (
-    LLM_AGENT_RUNNER_ID,
-    AgentInstance,
-    AgentType,
-    LLMModel,
-    SubAgent,
-)
+from runners.models import AgentInstance, AgentType, LLMModel
 from runners.providers.lookup import model_names, unknown_models
 from runners.skills.models import Skill
 from runners.webhooks import services as webhooks
@@ -158,53 +148,22 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         return value
 
     def validate(self, attrs):
-        # The type as it would be after this write (a rename changes its trees too).
-        candidate = copy.copy(self.instance) if self.instance is not None else AgentType()
-        for key, value in attrs.items():
-            if key != "sub_agents":
-                setattr(candidate, key, value)
+        sub_agents = attrs.pop("sub_agents", None)
         try:
-            validate_trees(candidate, attrs.get("sub_agents"))
-        except DjangoValidationError as exc:
-            field = "sub_agents" if "sub_agents" in attrs else "name"
-            raise serializers.ValidationError({field: exc.messages}) from exc
-        if self.instance is None and "runner_id" not in attrs and attrs.get("primary_model"):
-            attrs["runner_id"] = LLM_AGENT_RUNNER_ID  # a type that names a model thinks with it
-        if "runner_config" in attrs or "runner_id" in attrs:
-            runner_id = attrs.get("runner_id") or candidate.runner_id
-            config = attrs.get("runner_config", candidate.runner_config) or {}
-            schema = runner_config.schema_of(runner_id)
-            try:
-                runner_config.check(config, schema, runner_id)
-            except runner_config.ConfigError as exc:
-                raise serializers.ValidationError({"runner_config": exc.errors}) from exc
-            stored = self.instance.runner_config if self.instance is not None else None
-            attrs["runner_config"] = runner_config.sealed(config, schema, stored)
+            attrs = services.prepare_agent_type(self.instance, attrs, sub_agents)
+        except services.CatalogueError as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+        if sub_agents is not None:
+            attrs["sub_agents"] = sub_agents
         return attrs
 
-    @transaction.atomic
     def create(self, validated_data):
         sub_agents = validated_data.pop("sub_agents", None)
-        instance = super().create(validated_data)
-        if sub_agents is not None:
-            self._set_sub_agents(instance, sub_agents)
-        return instance
+        return services.save_agent_type(None, validated_data, sub_agents)
 
-    @transaction.atomic
     def update(self, instance, validated_data):
         sub_agents = validated_data.pop("sub_agents", None)
-        instance = super().update(instance, validated_data)
-        if sub_agents is not None:
-            self._set_sub_agents(instance, sub_agents)
-        return instance
-
-    @staticmethod
-    def _set_sub_agents(instance, child_ids):
-        SubAgent.objects.filter(parent=instance).delete()
-        SubAgent.objects.bulk_create(
-            SubAgent(parent=instance, child_id=child_id, position=position)
-            for position, child_id in enumerate(child_ids)
-        )
+        return services.save_agent_type(instance, validated_data, sub_agents)
 
 
 class AgentInstanceSerializer(serializers.ModelSerializer):

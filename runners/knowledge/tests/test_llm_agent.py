@@ -133,8 +133,7 @@ def test_the_admin_picks_a_types_knowledge_bases_from_a_list(
 
     admin_browser.post("/admin/runners/agenttype/add/", {
         "name": "Guide", "slug": "guide", "runner_id": LLM_AGENT_RUNNER_ID, "kind": "llm",
-        "primary_model": "fake-chat", "expertise": "[]", "fallback_models": "[]",
-        "model_params": "{}", "mcp_servers": "[]", "runner_config": "{}",
+        "expertise": "[]", "model_params": "{}", "runner_config": "{}",
         "knowledge_bases": [str(base.pk)], "knowledge_retrieval": "auto", "is_active": "on",
         "sub_agent_links-TOTAL_FORMS": "0", "sub_agent_links-INITIAL_FORMS": "0"})
 

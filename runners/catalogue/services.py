@@ -1,0 +1,88 @@
+"""Writes to the agent catalogue, one rule for every door (the API's serializers and the
+admin's forms both call these).
+
+`prepare_agent_type` checks and completes a type's fields before anything is saved, so each
+door can show its errors on its own fields; `save_agent_type` writes the type and its
+sub-agents together.
+"""
+
+import copy
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from runners.catalogue import runner_config
+from runners.catalogue.trees import validate_trees
+from runners.models import DEFAULT_RUNNER_ID, LLM_AGENT_RUNNER_ID, AgentType, SubAgent
+
+
+class CatalogueError(Exception):
+    """A write the catalogue refuses: `errors` maps each field to its messages (for
+    `runner_config`, each config field to its message)."""
+
+    def __init__(self, errors: dict):
+        super().__init__("; ".join(f"{field}: {messages}" for field, messages in errors.items()))
+        self.errors = errors
+
+
+def default_runner(primary_model: str) -> str:
+    """The runner of a new type that chose none: a type that names a model thinks with it
+    (the built-in LLM agent), any other echoes."""
+    return LLM_AGENT_RUNNER_ID if primary_model else DEFAULT_RUNNER_ID
+
+
+def prepare_agent_type(instance: AgentType | None, changes: dict,
+                       sub_agents: list | None = None) -> dict:
+    """`changes` to the type `instance` (None: a new type), completed as every door stores
+    them: the runner defaulted (`default_runner`), its config checked against the runner's
+    schema and sealed (secrets not sent again are kept). The trees the type belongs to, with
+    its new name and `sub_agents` (child ids, when they change), must stay valid.
+
+    Raises CatalogueError naming the fields at fault.
+    """
+    changes = dict(changes)
+    if instance is None and not changes.get("runner_id"):
+        changes["runner_id"] = default_runner(changes.get("primary_model") or "")
+    candidate = copy.copy(instance) if instance is not None else AgentType()
+    for field, value in changes.items():
+        setattr(candidate, field, value)
+    errors = {}
+    try:
+        validate_trees(candidate, sub_agents)
+    except ValidationError as exc:
+        errors["sub_agents" if sub_agents is not None else "name"] = exc.messages
+    if "runner_config" in changes or "runner_id" in changes:
+        runner_id = candidate.runner_id
+        config = candidate.runner_config or {}
+        schema = runner_config.schema_of(runner_id)
+        try:
+            runner_config.check(config, schema, runner_id)
+        except runner_config.ConfigError as exc:
+            errors["runner_config"] = exc.errors
+        else:
+            changes["runner_config"] = runner_config.sealed(
+                config, schema, instance.runner_config if instance is not None else None)
+    if errors:
+        raise CatalogueError(errors)
+    return changes
+
+
+@transaction.atomic
+def save_agent_type(instance: AgentType | None, changes: dict,
+                    sub_agents: list | None = None) -> AgentType:
+    """Write `changes` (as `prepare_agent_type` returned them) to `instance`, or a new type,
+    with its ordered sub-agents when given."""
+    agent_type = instance if instance is not None else AgentType()
+    for field, value in changes.items():
+        setattr(agent_type, field, value)
+    agent_type.save()
+    if sub_agents is not None:
+        set_sub_agents(agent_type, sub_agents)
+    return agent_type
+
+
+def set_sub_agents(agent_type: AgentType, child_ids: list) -> None:
+    SubAgent.objects.filter(parent=agent_type).delete()
+    SubAgent.objects.bulk_create(
+        SubAgent(parent=agent_type, child_id=child_id, position=position)
+        for position, child_id in enumerate(child_ids))
