@@ -209,6 +209,7 @@ PROCESS_TESTS = (
     "runners/tests/providers/",
     "runners/tests/test_process_hygiene.py", "runners/tests/test_plugin_failures.py",
     "runners/tests/test_plugin_loading.py", "runners/tests/test_plugin_environment.py",
+    "runners/tests/test_plugin_upload.py",
     "runners/tests/test_runners_command.py", "runners/tests/test_run_agent_command.py",
     "runners/tests/test_runtime_loss.py", "runners/tests/test_runtime_recovery.py",
     "runners/tests/test_last_frame.py", "tests/test_data_dir.py",

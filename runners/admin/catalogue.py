@@ -11,7 +11,7 @@ from runners.admin import pickers
 from runners.catalogue import runner_config, services
 from runners.catalogue.trees import validate_trees
 from runners.execution.bindings import to_protocol
-from runners.execution.registry import disable_plugin_runners_sync, runner_choices
+from runners.execution.registry import runner_choices
 from runners.knowledge.models import KnowledgeBase
 from runners.models import (
     AgentInstance,
@@ -19,11 +19,9 @@ from runners.models import (
     Binding,
     InvalidTransition,
     KnowledgeRetrieval,
-    PluginInstallation,
     RunnerDescriptor,
     SubAgent,
 )
-from runners.plugins.gateway import apply_plugin_settings
 from runners.providers import lookup
 from runners.skills.models import Skill
 
@@ -341,48 +339,3 @@ class RunnerDescriptorAdmin(admin.ModelAdmin):
     @admin.display(description="manifest")
     def manifest(self, obj):
         return pretty(obj.raw_manifest)
-
-
-@admin.register(PluginInstallation)
-class PluginInstallationAdmin(admin.ModelAdmin):
-    list_display = ["plugin_id", "version", "enabled", "status", "short_error", "updated_at"]
-    list_filter = ["enabled", "status"]
-    search_fields = ["author", "name"]
-    fields = ["author", "name", "version", "enabled", "priority", "config", "installation_uuid",
-              "status", "last_error", "created_at", "updated_at"]
-    readonly_fields = ["author", "name", "version", "installation_uuid", "status", "last_error",
-                       "created_at", "updated_at"]
-    actions = ["enable", "disable"]
-
-    def has_add_permission(self, request):
-        return False  # installations follow the plugin folders
-
-    @admin.display(description="last error")
-    def short_error(self, obj):
-        return obj.last_error[:80]
-
-    def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        if {"enabled", "config", "priority"} & set(form.changed_data):
-            self._apply(request, [obj])
-
-    def _apply(self, request, installations):
-        # The runtime re-reads settings when it restarts the plugin; that happens in the
-        # background so the admin stays responsive.
-        for installation in installations:
-            if not installation.enabled:
-                disable_plugin_runners_sync(installation.author, installation.name)
-            apply_plugin_settings(installation.author, installation.name)
-        self.message_user(request, "The runtime is restarting "
-                          f"{', '.join(i.plugin_id for i in installations)} with the new settings.",
-                          messages.INFO)
-
-    @admin.action(description="Enable selected plugins")
-    def enable(self, request, queryset):
-        queryset.update(enabled=True)
-        self._apply(request, list(queryset))
-
-    @admin.action(description="Disable selected plugins")
-    def disable(self, request, queryset):
-        queryset.update(enabled=False)
-        self._apply(request, list(queryset))

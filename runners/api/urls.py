@@ -10,6 +10,7 @@ from runners.api.views import providers as provider_views
 from runners.api.views import runs as run_views
 from runners.api.views import tools as mcp_views
 from runners.knowledge.api import views as knowledge_views
+from runners.plugins.api import views as plugin_views
 from runners.schedules.api import views as schedule_views
 from runners.skills.api import views as skill_views
 from runners.webhooks.api import views as webhook_views
@@ -35,6 +36,7 @@ router.register("model-providers", provider_views.ModelProviderViewSet, basename
 router.register("models", provider_views.LLMModelViewSet, basename="llm-model")
 router.register("mcp-servers", mcp_views.McpServerViewSet, basename="mcp-server")
 router.register("skills", skill_views.SkillViewSet, basename="skill")
+router.register("plugins", plugin_views.PluginViewSet, basename="plugin")
 _PROJECT = f"projects/(?P<project_id>{UUID})"
 router.register(f"{_PROJECT}/schedules", schedule_views.ScheduleViewSet, basename="schedule")
 router.register(f"{_PROJECT}/knowledge-bases", knowledge_views.KnowledgeBaseViewSet,

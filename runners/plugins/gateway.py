@@ -425,7 +425,8 @@ def _folders_signature(plugins_dir: Path) -> tuple:
     if not plugins_dir.exists():
         return ()
     return tuple((path.name, *(_mtime(path / name) for name in ("manifest.yaml", "main.py")))
-                 for path in sorted(plugins_dir.iterdir()) if path.is_dir())
+                 for path in sorted(plugins_dir.iterdir())
+                 if path.is_dir() and not path.name.startswith((".", "_")))  # as `folders.scan`
 
 
 def _mtime(path: Path) -> int | None:

@@ -1,0 +1,27 @@
+from rest_framework import serializers
+
+from runners.models import PluginInstallation, RunnerDescriptor
+
+
+class PluginSerializer(serializers.ModelSerializer):
+    """A plugin installation; its config (which may hold secrets) is set in the admin only."""
+
+    plugin_id = serializers.CharField(read_only=True)
+    runners = serializers.SerializerMethodField(
+        help_text="The ids of the runners the runtime listed for it (`GET /runners/{id}`).")
+
+    class Meta:
+        model = PluginInstallation
+        fields = ["id", "plugin_id", "author", "name", "version", "enabled", "status",
+                  "last_error", "runners", "created_at", "updated_at"]
+        read_only_fields = [name for name in fields if name != "enabled"]
+
+    def get_runners(self, installation) -> list[str]:
+        return list(RunnerDescriptor.objects.filter(
+            plugin_author=installation.author, plugin_name=installation.name,
+            available=True).order_by("id").values_list("id", flat=True))
+
+
+class PluginUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A LangBot plugin package (.lbpkg) or a zip of the "
+                                           "plugin folder, manifest.yaml at its root.")
