@@ -41,7 +41,7 @@ from runners.execution import (
 from runners.execution.journal import Journal
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.results import IDLE, Results, Stop, next_result
-from runners.execution.run import LocalRunHandle, RunMessage, RunState
+from runners.execution.run import TOOL_CALL_TYPES, LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
 from runners.knowledge.grants import knowledge_grants
 from runners.models import RunnerDescriptor
@@ -64,7 +64,10 @@ PAYLOAD_MODELS: dict[str, type[pydantic.BaseModel]] = {
     "run.failed": sdk_result.RunFailedPayload,
     "processor.log": sdk_result.ProcessorLogPayload,
 }
-DELIVERED_TYPES = {"message.delta", "message.completed"}
+# What the caller sees of a run: what it says, and the tools it says it calls (the host's
+# own records of the calls it made for the runner stay in the run's events: an SDK runner
+# reports each call itself too).
+DELIVERED_TYPES = {"message.delta", "message.completed", *TOOL_CALL_TYPES}
 STREAMED_TYPES = {"message.delta"}
 NO_DEADLINE_ITEM_TIMEOUT = 300.0
 # How long a message its caller sees once committed waits for the results right behind it.

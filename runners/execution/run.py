@@ -23,6 +23,8 @@ from runners.models import RunnerDescriptor
 from runners.runtime.loop_bound import submit
 
 logger = logging.getLogger(__name__)
+# A runner's results as it calls a tool (the SDK's runner API sends them for every call).
+TOOL_CALL_TYPES = ("tool.call.started", "tool.call.completed")
 
 
 @dataclass

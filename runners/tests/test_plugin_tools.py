@@ -136,7 +136,12 @@ async def test_a_runner_plugin_calls_its_granted_tool_and_is_refused_the_others(
                                                                          tools=["reverse"]))
 
     assert outcome["status"] == "completed"
-    report = json.loads(outcome["messages"][0]["data"]["message"]["content"])
+    (reply,) = [m for m in outcome["messages"] if m["type"] == "message.completed"]
+    report = json.loads(reply["data"]["message"]["content"])
+    # The caller sees the calls as the runner reported them; the host's records are not sent
+    # again.
+    seen = [m["type"] for m in outcome["messages"] if m["type"].startswith("tool.call.")]
+    assert seen == ["tool.call.started", "tool.call.completed"] * 2
     assert report["granted"] == ["event_reply", "reverse"]
     assert report["reverse"] == {"ok": {"text": "desserts"}}
     assert report["reverse_detail"]["ok"]["parameters"]["required"] == ["text"]

@@ -151,7 +151,9 @@ class RunMessageSerializer(serializers.Serializer):
     run_id = serializers.CharField()
     sequence = serializers.IntegerField()
     type = serializers.CharField(help_text=(
-        "`message.delta`, `message.completed`, or `interaction.requested`: a question for "
+        "`message.delta`, `message.completed`, `tool.call.started` / `tool.call.completed` "
+        "(a tool the runner calls: name and arguments, then result or error), or "
+        "`interaction.requested`: a question for "
         "the user (LangBot's InteractionRequest with its one-time `token`), answered at "
         "`POST .../conversations/{id}/interactions/{interaction_id}`"))
     data = serializers.JSONField()

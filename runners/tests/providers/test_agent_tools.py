@@ -10,9 +10,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.testing import WebsocketCommunicator
 
-from ledger.models import AgentRun, AgentRunEvent, RunStatus
+from accounts.tokens import token_pair
+from langhost.asgi import application
+from ledger.models import AgentRun, AgentRunEvent, Conversation, RunStatus
 from runners.execution.protocol import AgentBinding
 from runners.execution.tool_grants import tool_grants
 from runners.hostapi import tool_api
@@ -235,3 +238,45 @@ def test_an_mcp_answers_images_and_structured_content_reach_a_plugin_as_content_
         {"type": "image_base64", "image_base64": "data:image/png;base64,iVBORw0KGgo="},
         {"type": "text", "text": json.dumps(resource)},
     ]
+
+
+def test_the_message_stream_shows_the_tool_call_between_the_runs_start_and_its_reply(
+        user_client, calc_agent, openai_server):
+    openai_server.script(ADD, Reply(text="2 + 3 is 5."))
+    conversation = user_client.post(conversations_url(calc_agent), {}, format="json").json()["id"]
+
+    response = user_client.post(
+        f"{conversations_url(calc_agent)}/{conversation}/messages?stream=1",
+        {"text": "What is 2 + 3?"}, format="json")
+    frames = [json.loads(line) for line in read_body(response).decode().splitlines()]
+
+    types = [frame["type"] for frame in frames]
+    assert types[:3] == ["run.started", "tool.call.started", "tool.call.completed"]
+    assert types[-1] == "run.finished"
+    started, completed = frames[1], frames[2]
+    assert (started["sequence"], completed["sequence"]) == (1, 2)
+    assert started["data"]["tool_name"] == "add"
+    assert started["data"]["parameters"] == {"a": 2, "b": 3}
+    assert completed["data"]["result"]["text"] == "5"
+
+
+async def test_the_conversation_socket_shows_the_tool_call_as_it_happens(
+        user, calc_agent, openai_server):
+    openai_server.script(ADD, Reply(text="2 + 3 is 5."))
+    conversation = await Conversation.objects.acreate(
+        conversation_id="calc-socket", client_id="calc-socket", project_id=str(
+            calc_agent.project_id), agent_id=str(calc_agent.pk), user_id=str(user.pk))
+    token = await sync_to_async(lambda: token_pair(user)["access_token"])()
+    socket = WebsocketCommunicator(
+        application, f"/ws/conversations/{conversation.conversation_id}/?token={token}")
+    assert (await socket.connect(timeout=scaled(1)))[0]
+    await socket.receive_json_from(timeout=scaled(1))  # ready
+
+    await socket.send_json_to({"type": "message", "text": "What is 2 + 3?"})
+    frames = []
+    while not frames or frames[-1].get("type") != "run.finished":
+        frames.append(await socket.receive_json_from(timeout=scaled(20)))
+    await socket.disconnect()
+
+    direct = [frame["type"] for frame in frames if frame["type"] != "run.event"]
+    assert direct[:3] == ["run.started", "tool.call.started", "tool.call.completed"]

@@ -79,6 +79,14 @@
     item.appendChild(line);
   }
 
+  function toolLine(frame) {
+    const line = document.createElement("div");
+    line.className = "chat-note chat-tool";
+    line.dataset.sequence = frame.sequence;
+    line.textContent = (frame.type === "tool.call.started" ? "calls " : "") + LH.summarize(frame);
+    return line;
+  }
+
   function follow(runId) {
     if (follower) follower.stop();
     timeline.clear();
@@ -176,6 +184,11 @@
             reply.appendChild(list);
           }
           completed = true;
+          break;
+        case "tool.call.started":
+        case "tool.call.completed":
+          // What the agent does, above what it says.
+          reply.insertBefore(toolLine(frame), replyText);
           break;
         case "interaction.requested":
           reply.appendChild(question(frame.data, author, conversationsUrl));

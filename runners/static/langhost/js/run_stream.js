@@ -96,6 +96,10 @@
   };
 
   /* One line saying what an event is about; for a message, its text. */
+  function clipped(text) {
+    return text.length > 300 ? text.slice(0, 300) + "… (cut)" : text;
+  }
+
   LH.summarize = function (frame) {
     const data = frame.data || {};
     switch (frame.type) {
@@ -112,7 +116,8 @@
       case "tool.call.started":
         return (data.tool_name || "tool") + "(" + JSON.stringify(data.parameters || {}) + ")";
       case "tool.call.completed":
-        return (data.tool_name || "tool") + (data.error ? " failed: " + data.error : " done");
+        return (data.tool_name || "tool") + (data.error ? " failed: " + data.error
+          : " returned " + clipped(JSON.stringify(data.result === undefined ? null : data.result)));
       case "processor.log":
         return (data.level ? data.level + ": " : "") + (data.text || "");
       default:
