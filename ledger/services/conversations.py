@@ -31,7 +31,13 @@ from django.db.models import Count, Q, Sum, TextField
 from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
-from ledger.models import AgentRunnerState, Conversation, StateScope, Transcript
+from ledger.models import (
+    AgentRunEvent,
+    AgentRunnerState,
+    Conversation,
+    StateScope,
+    Transcript,
+)
 from ledger.selectors.conversations import get_state
 from ledger.services.artifacts import artifacts
 from ledger.services.state import STATE_UPSERT, STATE_VALUE_MAX_BYTES
@@ -101,6 +107,10 @@ def update_state(conversation: Conversation, identity: StateIdentity, delta: dic
     transaction, whatever its size; return the merged state. Raises `StateLimit`."""
     delta = delta or {}
     _checked(delta)
+    return _write_state(conversation, identity, delta)
+
+
+def _write_state(conversation: Conversation, identity: StateIdentity, delta: dict) -> dict:
     keys = conversation_scope_keys(conversation, identity)
     fields = conversation_state_fields(conversation, identity)
     written, deleted = [], []
@@ -148,6 +158,54 @@ def create(*, project_id: str, agent_id: str, user_id: str, client_id: str | Non
             raise ConversationExists(client_id) from None
         raise
     return conversation
+
+
+# What a copied entry keeps of its original (the rest is its new conversation's).
+_ENTRY_FIELDS = ("thread_id", "project_id", "event_id", "run_id", "runner_id", "role", "author",
+                 "item_type", "content", "content_json", "attachment_refs", "created_at")
+
+
+def fork(conversation: Conversation, last_entry_id: int | None, identity: StateIdentity,
+         title: str = "") -> Conversation:
+    """A new conversation of the same user with the same agent that starts as this one was
+    at entry `last_entry_id` (None: before its first): its entries up to that one, copied
+    (each naming the entry it was copied from), and the session state the runs answered by
+    then had written, their `state.updated` events replayed in order. Session state a client
+    wrote (`update_state`) is not versioned: it is not carried over.
+    """
+    entries = list(Transcript.objects.filter(
+        conversation_id=conversation.conversation_id,
+        id__lte=last_entry_id if last_entry_id is not None else 0).order_by("id").values(
+        "id", "metadata_json", *_ENTRY_FIELDS))
+    with transaction.atomic():
+        forked = create(project_id=conversation.project_id, agent_id=conversation.agent_id,
+                        user_id=conversation.user_id, title=title)
+        if entries:
+            insert_rows(Transcript, [{
+                **{field: entry[field] for field in _ENTRY_FIELDS},
+                "conversation_id": forked.conversation_id,
+                "metadata_json": {**(entry["metadata_json"] or {}), "forked_from": {
+                    "conversation_id": conversation.conversation_id, "entry_id": entry["id"]}},
+            } for entry in entries])
+        state = _state_written_by({entry["run_id"] for entry in entries
+                                   if entry["run_id"] and entry["role"] != "user"})
+        if state:  # LangHost's own keys too (`host.`): the state as the runs left it
+            _write_state(forked, identity, state)
+    return forked
+
+
+def _state_written_by(run_ids: set[str]) -> dict:
+    """The session (conversation-scope) state these runs wrote, as a delta: the last value
+    each key was given, None for a key deleted."""
+    state = {}
+    for data in AgentRunEvent.objects.filter(run_id__in=run_ids, type="state.updated").order_by(
+            "id").values_list("data_json", flat=True):
+        key = data.get("key") if isinstance(data, dict) else None
+        # A key that reads as another scope's (`user:`, `app:`, `temp:`) cannot be carried.
+        if (data.get("scope") == StateScope.CONVERSATION and isinstance(key, str) and key
+                and split_key(key) == (StateScope.CONVERSATION, key)):
+            state[key] = data.get("value")
+    return state
 
 
 def touch(conversation_id: str) -> None:

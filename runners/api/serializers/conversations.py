@@ -52,6 +52,20 @@ class MessageSerializer(serializers.Serializer):
     multitask_strategy = MultitaskStrategyField()
 
 
+class ForkSerializer(serializers.Serializer):
+    entry_id = serializers.IntegerField(
+        help_text="The entry (`GET .../messages`: `id`) the fork starts as of, included.")
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class RerunSerializer(serializers.Serializer):
+    entry_id = serializers.IntegerField(
+        help_text="A user message to answer again, or an agent's reply to produce again.")
+    text = serializers.CharField(
+        max_length=20_000, required=False, trim_whitespace=False,
+        help_text="The message's text, edited (default: as it was sent).")
+
+
 # --- conversations --------------------------------------------------------------------------
 
 class EntrySerializer(serializers.ModelSerializer):

@@ -64,10 +64,13 @@ from runners.api.serializers.conversations import (
     ConversationStateSerializer,
     CreateConversationSerializer,
     EntrySerializer,
+    ForkSerializer,
     MessageSerializer,
+    RerunSerializer,
     UpdateConversationSerializer,
 )
 from runners.api.serializers.runs import BackgroundRunSerializer, WebhookField
+from runners.conversations import forks
 from runners.conversations import services as door
 from runners.conversations.input import Part
 from runners.models import AgentInstance
@@ -328,6 +331,46 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         stream = streaming.wants_stream(request)
         return await streaming.response(streaming.message_body(prepared, stream), stream,
                                         prepared)
+
+    @extend_schema(request=ForkSerializer, responses={201: ConversationDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def fork(self, request, conversation_id=None, **kwargs):
+        """A new conversation that starts as this one was at an entry: its entries up to that
+        one, and the session state its runs had written by then."""
+        body = ForkSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        caller = door.Caller(request.user)
+        forked = forks.fork(caller, agent_id=self.kwargs["agent_id"],
+                            project_id=self.kwargs["project_id"],
+                            conversation_id=conversation_id, **body.validated_data)
+        identity = door.state_identity(self.get_agent(), forked)
+        return Response(conversation_dict(
+            forked, state=conversation_selectors.get_state(forked, identity),
+            entries=conversation_selectors.entries(forked, limit=DEFAULT_ENTRY_LIMIT)),
+            status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=RerunSerializer, parameters=[
+        OpenApiParameter("stream", bool, description="NDJSON frames as results arrive")],
+        responses={(201, "application/json"): OpenApiResponse(MESSAGE_RESULT, description=(
+            "As `.../messages`: the run in a new conversation (`conversation_id`) holding "
+            "the entries before the message.")),
+            (201, "application/x-ndjson"): MESSAGE_STREAM_FRAME})
+    @action(detail=True, methods=["post"])
+    async def rerun(self, request, conversation_id=None, **kwargs):
+        """Answer a user message again (or produce an agent's reply again), optionally
+        edited, in a fork of the conversation as it was just before that message."""
+        body = RerunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        base = request.build_absolute_uri(request.path.rsplit(f"/{conversation_id}/", 1)[0])
+        prepared, forked = await sync_to_async(forks.prepare_rerun)(
+            door.Caller(request.user), agent_id=self.kwargs["agent_id"],
+            project_id=self.kwargs["project_id"], conversation_id=conversation_id,
+            artifact_url=None, **body.validated_data)
+        stream = streaming.wants_stream(request)
+        response = await streaming.response(
+            streaming.message_body(prepared, stream), stream, prepared)
+        response["Location"] = f"{base}/{forked.client_id}"
+        return response
 
     @extend_schema(
         parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
