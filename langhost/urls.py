@@ -8,7 +8,9 @@ from langhost.health import healthz
 from runners.admin.pages import (
     answer_interaction,
     dashboard_index,
+    fork_conversation,
     playground,
+    rerun_conversation,
     run_detail,
     runtime_status,
 )
@@ -27,6 +29,10 @@ urlpatterns = [
     path("admin/runs/<str:run_id>/", admin.site.admin_view(run_detail), name="admin-run-detail"),
     path("admin/conversations/<int:conversation_pk>/interactions/<int:interaction_pk>/answer/",
          admin.site.admin_view(answer_interaction), name="admin-interaction-answer"),
+    path("admin/conversations/<int:conversation_pk>/entries/<int:entry_pk>/fork/",
+         admin.site.admin_view(fork_conversation), name="admin-conversation-fork"),
+    path("admin/conversations/<int:conversation_pk>/entries/<int:entry_pk>/rerun/",
+         admin.site.admin_view(rerun_conversation), name="admin-conversation-rerun"),
     # The admin index with the dashboard (same URL and name as the admin's own index).
     path("admin/", admin.site.admin_view(dashboard_index), name="admin-dashboard"),
     path("admin/", admin.site.urls),

@@ -13,7 +13,7 @@ from ledger.models import AgentRun, Conversation, Interaction
 from runners.admin.dashboard import dashboard_context
 from runners.box import server as box_server
 from runners.box import services as box_services
-from runners.conversations import background, interactions, selectors
+from runners.conversations import background, forks, interactions, selectors
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
 from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
@@ -101,6 +101,43 @@ def answer_interaction(request, conversation_pk, interaction_pk):
         submit(background.start_in_background(prepared), host_process().loop)
         messages.success(request, f"Answered; run {prepared.run_id} goes on.")
     return redirect("admin:ledger_conversation_change", conversation.pk)
+
+
+@require_POST
+def fork_conversation(request, conversation_pk, entry_pk):
+    """The conversation page's "fork here" (its user's own conversation): a new conversation
+    as this one was at the entry; its page next."""
+    conversation = get_object_or_404(Conversation, pk=conversation_pk,
+                                     user_id=str(request.user.pk))
+    try:
+        forked = forks.fork(door.Caller(request.user), agent_id=conversation.agent_id,
+                            project_id=None, conversation_id=conversation.client_id,
+                            entry_id=entry_pk)
+    except Refused as exc:
+        messages.error(request, exc.detail)
+        return redirect("admin:ledger_conversation_change", conversation.pk)
+    messages.success(request, "Forked: this conversation as it was at that entry.")
+    return redirect("admin:ledger_conversation_change", forked.pk)
+
+
+@require_POST
+def rerun_conversation(request, conversation_pk, entry_pk):
+    """The conversation page's "re-run from here": the message answered again (edited when
+    the form says so) in a fork; the fork's page next, its run going on in the background."""
+    conversation = get_object_or_404(Conversation, pk=conversation_pk,
+                                     user_id=str(request.user.pk))
+    text = request.POST.get("text")
+    try:
+        prepared, forked = forks.prepare_rerun(
+            door.Caller(request.user), agent_id=conversation.agent_id, project_id=None,
+            conversation_id=conversation.client_id, entry_id=entry_pk,
+            text=text if text not in (None, "") else None)
+    except Refused as exc:
+        messages.error(request, exc.detail)
+        return redirect("admin:ledger_conversation_change", conversation.pk)
+    submit(background.start_in_background(prepared), host_process().loop)
+    messages.success(request, f"Re-running in this fork: run {prepared.run_id}.")
+    return redirect("admin:ledger_conversation_change", forked.pk)
 
 
 def _posted(posted, field):

@@ -3,10 +3,11 @@ to there (and the session state as it was then), or the message there answered a
 was or edited — with a history that stops before it."""
 
 import json
+import time
 
 import pytest
 
-from ledger.models import Transcript
+from ledger.models import Conversation, Transcript
 from runners.models import LLM_AGENT_RUNNER_ID
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,
@@ -15,6 +16,7 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
     result,
 )
 from tests.fake_providers import Reply
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -144,3 +146,40 @@ def test_nobody_forks_or_reruns_a_conversation_that_is_not_theirs(
                              format="json").status_code == 404
     missing = user_client.post(f"{url}/fork", {"entry_id": 10**9}, format="json")
     assert missing.status_code == 422 and "entry_id" in json.dumps(missing.json())
+
+
+def test_the_conversation_page_forks_at_an_entry_and_reruns_an_edited_message(
+        admin_browser, superuser_client, talker, openai_server):
+    openai_server.script(Reply(text="answer 1"), Reply(text="answer 2"))
+    conversation = superuser_client.post(conversations_url(talker), {},
+                                         format="json").json()["id"]
+    for n in (1, 2):
+        say(superuser_client, talker, conversation, f"message {n}")
+    original = Conversation.objects.get(client_id=conversation)
+    first_answer, second_message = Transcript.objects.filter(
+        conversation_id=original.conversation_id).order_by("id")[1:3]
+    page = admin_browser.get(f"/admin/ledger/conversation/{original.pk}/change/")
+    assert "Fork here" in page.content.decode()
+
+    forked = admin_browser.post(
+        f"/admin/conversations/{original.pk}/entries/{first_answer.pk}/fork/", follow=True)
+
+    fork = Conversation.objects.exclude(pk=original.pk).get()
+    assert forked.redirect_chain[-1][0] == f"/admin/ledger/conversation/{fork.pk}/change/"
+    assert entries(fork.conversation_id) == [("user", "message 1"), ("assistant", "answer 1")]
+    assert "Forked from" in forked.content.decode()
+
+    openai_server.script(Reply(text="answer 2, edited"))
+    response = admin_browser.post(
+        f"/admin/conversations/{original.pk}/entries/{second_message.pk}/rerun/",
+        {"text": "message 2, edited"})
+    assert response.status_code == 302
+    rerun = Conversation.objects.exclude(pk__in=[original.pk, fork.pk]).get()
+    assert response["Location"] == f"/admin/ledger/conversation/{rerun.pk}/change/"
+    give_up = time.monotonic() + scaled(20)
+    while len(entries(rerun.conversation_id)) < 4:  # the run goes on in the background
+        assert time.monotonic() < give_up, entries(rerun.conversation_id)
+        time.sleep(0.05)
+    assert entries(rerun.conversation_id) == [
+        ("user", "message 1"), ("assistant", "answer 1"),
+        ("user", "message 2, edited"), ("assistant", "answer 2, edited")]
