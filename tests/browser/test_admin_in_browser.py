@@ -43,6 +43,32 @@ def timeline_types(browser, tbody_id: str) -> list[str]:
             for row in browser.find_elements(By.CSS_SELECTOR, f"#{tbody_id} tr.run-event")]
 
 
+def test_edit_and_resend_in_the_playground_goes_on_in_a_fork(browser, browser_server):
+    browser.get(f"{browser_server.url}/admin/playground/")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
+               what="the playground")
+    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
+        f"agent:{browser_server.agent_id}")
+    for text in ("first words", "second words"):
+        browser.find_element(By.ID, "playground-input").send_keys(text)
+        browser.find_element(By.ID, "playground-send").click()
+        wait_until(lambda: browser.find_element(By.ID, "playground-send").is_enabled(),
+                   what="the reply")
+
+    browser.find_elements(By.CSS_SELECTOR, ".chat-user .chat-edit")[0].click()
+    box = browser.find_element(By.CSS_SELECTOR, ".chat-edit-text")
+    box.clear()
+    box.send_keys("first words, edited")
+    browser.find_element(By.CSS_SELECTOR, ".chat-resend").click()
+
+    wait_until(lambda: [el.text for el in browser.find_elements(
+        By.CSS_SELECTOR, ".chat-agent[data-status='completed'] .chat-text")] == [
+        "e2e echo: first words, edited"], what="only the edited message's reply")
+    assert [el.text for el in browser.find_elements(By.CSS_SELECTOR, ".chat-user .chat-text")] == [
+        "first words, edited"]
+    assert browser.find_element(By.ID, "playground-conversation").text.endswith("(fork)")
+
+
 def test_chat_with_the_echo_agent_in_the_playground_then_open_the_run(
         browser, browser_server, artifacts):
     browser.get(f"{browser_server.url}/admin/")

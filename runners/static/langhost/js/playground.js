@@ -146,7 +146,7 @@
 
   // POST `body` to `url` (NDJSON), showing the reply as it streams in a bubble of `author`'s;
   // a question the run asks becomes a form whose answer streams the same way.
-  async function streamReply(author, url, body, conversationsUrl) {
+  async function streamReply(author, url, body, conversationsUrl, onFinished) {
     const reply = bubble("agent", author, "");
     reply.classList.add("chat-pending");
     const replyText = reply.querySelector(".chat-text");
@@ -198,6 +198,7 @@
           follow(frame.run_id);
           break;
         case "run.finished":
+          if (onFinished) onFinished(frame);
           reply.classList.remove("chat-pending");
           reply.dataset.status = frame.status || "";
           if (frame.status && frame.status !== "completed") {
@@ -290,6 +291,68 @@
     return box;
   }
 
+  function author(option) {
+    return option.dataset.label || option.textContent;
+  }
+
+  // Edit and resend: the message answered again, edited, in a fork of the conversation as it
+  // was before it (`POST .../rerun`); the playground goes on in the fork.
+  function editable(mine, agentName, conversationsUrl) {
+    mine.dataset.turn = log.querySelectorAll(".chat-user").length - 1;
+    const edit = document.createElement("button");
+    edit.type = "button";
+    edit.className = "button chat-edit";
+    edit.textContent = "Edit";
+    edit.addEventListener("click", function () {
+      const text = mine.querySelector(".chat-text");
+      const box = document.createElement("textarea");
+      box.className = "chat-edit-text";
+      box.value = text.textContent;
+      const resend = document.createElement("button");
+      resend.type = "button";
+      resend.className = "button default chat-resend";
+      resend.textContent = "Resend";
+      resend.addEventListener("click", function () {
+        resendEdited(mine, box.value, agentName, conversationsUrl);
+      });
+      text.replaceWith(box);
+      edit.replaceWith(resend);
+      box.focus();
+    });
+    mine.appendChild(edit);
+  }
+
+  async function resendEdited(mine, text, agentName, conversationsUrl) {
+    showError("");
+    const conversationUrl = conversationsUrl + "/" + encodeURIComponent(conversationId);
+    try {
+      const listed = await fetch(conversationUrl + "/messages?page_size=100",
+                                 { credentials: "same-origin" });
+      if (!listed.ok) throw new Error("could not read the transcript (" + listed.status + ")");
+      const asked = (await listed.json()).data.filter(function (entry) {
+        return entry.role === "user";
+      }).reverse()[Number(mine.dataset.turn)];
+      if (!asked) throw new Error("this message is not in the transcript yet");
+      // What came after the message belongs to the conversation left behind.
+      while (mine.nextSibling) mine.nextSibling.remove();
+      const shown = document.createElement("div");
+      shown.className = "chat-text";
+      shown.textContent = text;
+      mine.querySelector(".chat-edit-text").replaceWith(shown);
+      mine.querySelector(".chat-resend").remove();
+      await streamReply(agentName, conversationUrl + "/rerun?stream=1",
+                        { entry_id: asked.id, text: text }, conversationsUrl,
+                        function (finished) {
+                          if (!finished.conversation_id) return;
+                          conversationId = finished.conversation_id;
+                          conversationLabel.textContent = conversationId + " (fork)";
+                        });
+      editable(mine, agentName, conversationsUrl);
+    } catch (error) {
+      showError(String(error));
+    }
+  }
+
   async function send(event) {
     event.preventDefault();
     showError("");
@@ -319,11 +382,11 @@
       body[kind === "agent" ? "agent_id" : "runner_id"] = id;
 
       const mine = bubble("user", "You", text);
+      if (option.dataset.conversationsUrl) editable(mine, author(option), option.dataset.conversationsUrl);
       if (file) note(mine, "attached " + file.name + " (" + file.size + " bytes)", "chat-attachment");
       input.value = "";
       fileInput.value = "";
-      const author = option.dataset.label || option.textContent;
-      await streamReply(author, root.dataset.runsUrl + "?stream=1", body,
+      await streamReply(author(option), root.dataset.runsUrl + "?stream=1", body,
                         option.dataset.conversationsUrl);
     } catch (error) {
       showError(String(error));
