@@ -3,6 +3,7 @@ import json
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db.models import Max, Q
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -135,13 +136,15 @@ class AgentRunAdmin(ReadOnlyAdmin):
     search_fields = ["run_id", "event_id", "conversation_id"]
     actions = ["cancel_runs"]
     readonly_fields = [
-        "run_id", "event_id", "status", "status_reason", "runner_id", "binding_id", "agent_id",
-        "project_id", "conversation_id", "thread_id", "created_at", "started_at", "finished_at",
+        "run_id", "event_id", "status", "status_reason", "runner_id", "binding", "agent",
+        "answered_by", "project", "conversation", "thread_id", "created_at", "started_at",
+        "finished_at",
         "deadline_at", "cancel_requested_at", "usage", "authorization",
     ]
     fieldsets = [
-        (None, {"fields": ["run_id", "status", "status_reason", "runner_id", "binding_id",
-                           "agent_id", "project_id", "conversation_id", "thread_id", "event_id"]}),
+        (None, {"fields": ["run_id", "status", "status_reason", "runner_id", "binding",
+                           "agent", "answered_by", "project", "conversation", "thread_id",
+                           "event_id"]}),
         ("Timing", {"fields": ["created_at", "started_at", "finished_at", "deadline_at",
                                "cancel_requested_at"]}),
         ("Usage", {"fields": ["usage"]}),
@@ -160,6 +163,29 @@ class AgentRunAdmin(ReadOnlyAdmin):
     def status_(self, run):
         return status_badge(run.status)
 
+
+    @admin.display(description="conversation")
+    def conversation(self, run):
+        found = Conversation.objects.filter(conversation_id=run.conversation_id).values_list(
+            "pk", flat=True).first() if run.conversation_id else None
+        if found is None:
+            return run.conversation_id or "—"
+        return format_html('<a href="{}">{}</a>',
+                           reverse("admin:ledger_conversation_change", args=[found]),
+                           run.conversation_id)
+
+    @admin.display(description="binding")
+    def binding(self, run):
+        if not run.binding_id or run.binding_id.startswith("agent:"):
+            return run.binding_id or "—"  # an agent's own binding: the agent is linked below
+        return format_html('<a href="{}?q={}">{}</a>',
+                           reverse("admin:runners_binding_changelist"), run.binding_id,
+                           run.binding_id)
+
+    @admin.display(description="answered by")
+    def answered_by(self, run):
+        """The agent of its tree that answered (the tree's root or a sub-agent)."""
+        return (run.metadata_json or {}).get("agent_name") or "—"
 
     @admin.display(description="duration")
     def duration(self, run):

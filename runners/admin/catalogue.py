@@ -8,8 +8,9 @@ from pydantic import ValidationError
 from ledger.admin import pretty
 from ledger.models import AgentRun, Conversation
 from runners.admin import pickers
-from runners.catalogue import runner_config, services
-from runners.catalogue.trees import validate_trees
+from runners.catalogue import runner_config, services, tree_diagram
+from runners.catalogue.agent_routing import TreeError
+from runners.catalogue.trees import build_tree, validate_trees
 from runners.execution.bindings import to_protocol
 from runners.execution.registry import runner_choices
 from runners.knowledge.models import KnowledgeBase
@@ -169,8 +170,19 @@ class AgentTypeAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "description"]
     ordering = ["name"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["id", "unknown_models", "created_at", "updated_at"]
+    readonly_fields = ["id", "unknown_models", "agent_tree", "created_at", "updated_at"]
     inlines = [SubAgentInline]
+
+    @admin.display(description="agent tree")
+    def agent_tree(self, obj):
+        """The tree its agents run, as saved: sub-agents in order, where each may hand the
+        turn."""
+        if obj.pk is None or obj._state.adding:
+            return "—"
+        try:
+            return tree_diagram.svg(build_tree(obj))
+        except TreeError as exc:
+            return f"The saved tree is invalid: {exc}"
 
     def save_model(self, request, obj, form, change):
         services.save_agent_type(obj, {})

@@ -1,9 +1,15 @@
 """Template helpers for LangHost's admin pages."""
 
+import uuid
+
 from django import template
 from django.db.models import Q
 
 from ledger.models import Transcript
+from runners.catalogue import tree_diagram
+from runners.catalogue.agent_routing import TreeError
+from runners.catalogue.trees import build_tree
+from runners.models import AgentInstance
 
 register = template.Library()
 
@@ -16,3 +22,26 @@ def run_transcript(run):
     return Transcript.objects.filter(conversation_id=run.conversation_id).filter(
         Q(event_id=run.event_id) | Q(run_id=run.run_id)
     ).order_by("id")
+
+
+@register.simple_tag
+def run_agent_tree(run):
+    """The agent tree of the run's agent, its answering agent marked; "" for a run of no
+    agent, or of an agent whose tree cannot be drawn now."""
+    agent = AgentInstance.objects.filter(pk=run.agent_id).select_related(
+        "agent_type").first() if run is not None and _uuid(run.agent_id) else None
+    if agent is None:
+        return ""
+    try:
+        tree = build_tree(agent.agent_type)
+    except TreeError:
+        return ""
+    return tree_diagram.svg(tree, answering=(run.metadata_json or {}).get("agent_name"))
+
+
+def _uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value or "")
+    except ValueError:
+        return False
+    return True

@@ -1,10 +1,13 @@
 """Agent trees in the catalogue: sub-agents over the API and the admin, and the validation that
 keeps every tree well formed (no cycle, a type under one parent per tree, unique names)."""
 
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from ledger.models import AgentRun, Conversation, RunStatus
 from runners.catalogue.trees import build_tree, validate_trees
 from runners.models import AgentType, SubAgent
 
@@ -191,3 +194,48 @@ def test_admin_inline_rejects_two_children_with_one_name(admin_browser, types, m
     assert response.status_code == 200
     assert "Two agents are named" in response.content.decode()
     assert not SubAgent.objects.exists()
+
+
+# --- the tree drawn -------------------------------------------------------------------------
+
+def drawn_agents(page: str) -> list[str]:
+    return re.findall(r'<g class="agent-node[^"]*" data-agent="([^"]+)"', page)
+
+
+def test_the_agent_type_page_draws_its_tree_with_each_agents_transfers(admin_browser, types):
+    link(types["root"], types["child_a"], types["child_b"])
+    link(types["child_b"], types["leaf"])
+    types["leaf"].disallow_transfer_to_peers = True
+    types["leaf"].save()
+
+    page = admin_browser.get(
+        reverse("admin:runners_agenttype_change", args=[types["root"].pk])).content.decode()
+
+    assert drawn_agents(page) == ["root", "child_a", "child_b", "leaf"]
+    assert page.count('<line ') == 3
+    assert "→ sub-agents, parent, peers" in page  # child_b
+    assert "→ parent</text>" in page  # leaf: no peers
+
+
+def test_the_run_page_marks_the_agent_that_answered_and_links_what_it_names(
+        admin_browser, types, make_agent, project, superuser):
+    link(types["root"], types["child_a"])
+    agent = make_agent(project, types["root"])
+    conversation = Conversation.objects.create(
+        conversation_id="tree-talk", client_id="tree-talk", project_id=str(project.pk),
+        agent_id=str(agent.pk), user_id=str(superuser.pk))
+    run = AgentRun.objects.create(
+        run_id="run-answered-by-child", event_id="evt-tree", agent_id=str(agent.pk),
+        binding_id=f"agent:{agent.pk}", runner_id="builtin:echo", project_id=str(project.pk),
+        conversation_id="tree-talk", status=RunStatus.COMPLETED,
+        metadata_json={"agent_name": "child_a"})
+
+    page = admin_browser.get(reverse("admin:ledger_agentrun_change",
+                                     args=[run.pk])).content.decode()
+
+    assert re.findall(r'class="agent-node agent-answering" data-agent="([^"]+)"', page) == [
+        "child_a"]
+    assert reverse("admin:ledger_conversation_change", args=[conversation.pk]) in page
+    assert reverse("admin:runners_agentinstance_change", args=[agent.pk]) in page
+    breadcrumbs = re.search(r'<div class="breadcrumbs">(.*?)</div>', page, re.S).group(1)
+    assert "run-answered-by-child" in breadcrumbs and "(" not in breadcrumbs

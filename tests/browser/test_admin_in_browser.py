@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -61,9 +62,15 @@ def test_edit_and_resend_in_the_playground_goes_on_in_a_fork(browser, browser_se
     box.send_keys("first words, edited")
     browser.find_element(By.CSS_SELECTOR, ".chat-resend").click()
 
-    wait_until(lambda: [el.text for el in browser.find_elements(
-        By.CSS_SELECTOR, ".chat-agent[data-status='completed'] .chat-text")] == [
-        "e2e echo: first words, edited"], what="only the edited message's reply")
+    def replies():
+        try:
+            return [el.text for el in browser.find_elements(
+                By.CSS_SELECTOR, ".chat-agent[data-status='completed'] .chat-text")]
+        except StaleElementReferenceException:  # the old replies are being taken away
+            return None
+
+    wait_until(lambda: replies() == ["e2e echo: first words, edited"],
+               what="only the edited message's reply")
     assert [el.text for el in browser.find_elements(By.CSS_SELECTOR, ".chat-user .chat-text")] == [
         "first words, edited"]
     assert browser.find_element(By.ID, "playground-conversation").text.endswith("(fork)")
