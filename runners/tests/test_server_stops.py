@@ -5,9 +5,12 @@ database read directly."""
 import json
 import random
 import signal
+import socket
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,11 +18,15 @@ import pytest
 from runners.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import (
+    descendants,
     fresh_data_dir,
+    langhost_env,
     ledger_rows,
+    manage,
     start_serve,
     wait_until_serving,
 )
+from runners.tests.tools.conftest import SERVER as MCP_SERVER
 from tests.timing import scaled
 
 pytestmark = pytest.mark.e2e
@@ -98,6 +105,58 @@ def test_sigterm_with_runs_in_flight_exits_quickly_and_leaves_none_running(serve
     runs = ledger_rows(server.data_dir, "SELECT status, status_reason FROM agent_run")
     assert len(runs) == 5
     assert all(status == "cancelled" and "host.shutdown" in reason for status, reason in runs)
+
+
+def test_sigterm_after_an_mcp_server_was_used_exits_within_3_s_leaving_no_child(server):
+    server.start()
+    with httpx.Client(base_url=server.url, timeout=scaled(30),
+                      headers={"Authorization": f"Bearer {server.token}"}) as http:
+        made = http.post("/api/v1/mcp-servers", json={
+            "name": "calc", "transport": "stdio", "command": sys.executable,
+            "args": [str(MCP_SERVER)]}).json()
+        refreshed = http.post(f"/api/v1/mcp-servers/{made['id']}/refresh").json()
+    assert refreshed["ok"], refreshed  # the server's session is open, its process running
+    children = descendants(server.process.pid)
+    assert any(str(MCP_SERVER) in _command_line(pid) for pid in children)
+
+    stopped_at = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(timeout=scaled(30))
+
+    assert time.monotonic() - stopped_at < scaled(3)
+    assert server.process.returncode == 0
+    assert [pid for pid in children if _alive(pid)] == []
+
+
+def test_serving_on_a_port_another_process_has_fails_naming_the_setting(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        env = langhost_env(fresh_data_dir(tmp_path / "data"), tmp_path / "plugins")
+        finished = manage("serve", "--port", str(port), env=env)
+    finally:
+        taken.close()
+
+    assert finished.returncode != 0
+    assert f"127.0.0.1:{port} cannot be listened on" in finished.stderr
+    assert "LANGHOST_PORT" in finished.stderr
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rindex(")") + 2] != "Z"  # a zombie has ended
 
 
 def test_after_kill_9_a_restarted_server_fails_the_orphaned_runs_at_once(server):

@@ -395,7 +395,16 @@ def sessions() -> McpSessions:
         return _process_sessions
 
 
+async def close_sessions() -> None:
+    """Close this process's sessions, if it opened any (a server stopping: its stdio servers
+    end with them, before its loop stops)."""
+    if _process_sessions is not None:
+        await _process_sessions.close()
+
+
 def _close_at_exit(registry: McpSessions) -> None:
+    if not registry.loop.is_running():  # stopped (the server closed them first): nothing
+        return                          # would ever run what is submitted to it
     with contextlib.suppress(Exception):
         submit(registry.close(), registry.loop).result(timeout=CLOSE_TIMEOUT)
 

@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -74,6 +75,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from runners.box.server import stop_box_server
     from runners.conversations import work
     from runners.runtime.host_process import host_process
+    from runners.tools.mcp import close_sessions
 
     _pass_bodies_through(http_protocol.WebRequest)
     _wait_for_close_handshakes(daphne_server)
@@ -87,6 +89,16 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     server = Server(application=once_ready, signal_handlers=False, verbosity=0,
                     endpoints=build_endpoint_description_strings(host=host, port=port))
     failure: list[Exception] = []
+    listen_error = server.listen_error
+
+    def cannot_listen(reason) -> None:  # daphne only logs it, and exits as if all went well
+        failure.append(PortUnavailable(
+            f"{host}:{port} cannot be listened on ({reason.getErrorMessage()}). If another "
+            f"process has the port, stop it or serve on another one: LANGHOST_PORT=8001 "
+            f"make run (or manage.py serve --port 8001)."))
+        listen_error(reason)
+
+    server.listen_error = cannot_listen
     starting: list[asyncio.Task] = []
     stopping: list[asyncio.Task] = []
 
@@ -111,6 +123,9 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
             logger.exception("ending the runs in flight failed; stopping anyway")
         finally:
             await stop_box_server()
+            with contextlib.suppress(Exception):  # logged by the sessions; stop regardless
+                async with asyncio.timeout(SHUTDOWN_GRACE_SECONDS):
+                    await close_sessions()  # MCP servers end now, not at the process's exit
             server.stop()
 
     def on_signal(signum, frame) -> None:
@@ -124,6 +139,10 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     loop.call_soon(lambda: starting.append(loop.create_task(start())))
     server.run()
     return failure[0] if failure else None
+
+
+class PortUnavailable(Exception):
+    pass
 
 
 def _start_runtime(database_ready: asyncio.Event) -> None:
