@@ -1,11 +1,10 @@
 import os
 
-from django.core.management.base import BaseCommand
-
 from accounts.models import User
+from langhost.commands import DatabaseCommand
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Create the admin account from LANGHOST_ADMIN_EMAIL / LANGHOST_ADMIN_PASSWORD "
         "when both are set and no such user exists yet."

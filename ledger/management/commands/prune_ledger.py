@@ -1,13 +1,14 @@
 from datetime import datetime
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from langhost.commands import DatabaseCommand
 from ledger.services import retention
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Remove ended runs older than LANGHOST_LEDGER_RETENTION_DAYS (or --before) with "
             "their events, transcript lines, model calls and questions, and conversations "
             "left without runs with their files; rollups stay. In batches: no long lock.")

@@ -1,9 +1,9 @@
-from django.core.management.base import BaseCommand
 
+from langhost.commands import DatabaseCommand
 from ledger.services import rollups
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Recompute the rollups (each agent's completed runs, tokens and cost; the "
             "dashboard's runs by hour and model calls by day) from the ledger: after a "
             "restore, or to check them.")

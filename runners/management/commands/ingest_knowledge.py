@@ -1,10 +1,10 @@
 from asgiref.sync import async_to_sync
-from django.core.management.base import BaseCommand
 
+from langhost.commands import DatabaseCommand
 from runners.knowledge import worker
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Ingest the knowledge documents waiting in the queue (and those a stopped process "
             "left half-done), then exit. A serving process does this in its background.")
 

@@ -1,9 +1,9 @@
-from django.core.management.base import BaseCommand
 
+from langhost.commands import DatabaseCommand
 from ledger.services.runs import reap_stale_runs_sync
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Fail `running` runs whose owner is gone: a process of this host that no longer "
             "runs, or any owner whose lease ran out.")
 

@@ -1,12 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from langhost.commands import DatabaseCommand
 from runners.catalogue import runner_config
 from runners.providers.secrets import rotate_api_keys_sync
 from runners.tools.mcp_servers import rotate_secrets_sync
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Re-encrypt every stored secret (provider API keys, MCP servers' env and headers, "
             "agent types' secret runner config) "
             "under the current DJANGO_SECRET_KEY. Run it after moving the old key to "

@@ -2,28 +2,32 @@ import asyncio
 import json
 import logging
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
+from langhost.commands import migrations_pending
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
 from runners.execution.orchestrator import RunRefused
+from runners.management.cli import agent_named, user_named
 from runners.plugins.gateway import get_gateway
 
 
 class Command(BaseCommand):
     help = ("Run an agent or a runner once and print its reply as it streams, then the run's id "
-            "and status. Exits 0 only when the run completed.")
+            "and status. Exits 0 only when the run completed. It acts as an account (--user; "
+            "else the admin account, else the first superuser), through the same door and "
+            "rights as the API.")
 
     def add_arguments(self, parser):
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--runner", help="runner id, e.g. plugin:author/plugin/runner")
-        target.add_argument("--agent", help="agent instance id (UUID)")
+        target.add_argument("--agent", help="agent instance: its id, or its name")
+        parser.add_argument("--user", help="the account's e-mail (default: the admin account)")
         parser.add_argument("--event-id", help="event id (a repeated id replays its run)")
-        parser.add_argument("--conversation", help="conversation id")
+        parser.add_argument("--conversation",
+                            help="conversation id, as the account knows it (the API's `id`)")
         parser.add_argument("--timeout", type=float, help="seconds before the run times out")
         parser.add_argument("--verbose", action="store_true",
                             help="also show LangHost's and the plugin runtime's log")
@@ -32,27 +36,35 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if not options["verbose"]:
             logging.getLogger().setLevel(logging.WARNING)
-        # Like `serve`: a fresh data dir gets its tables first, quietly.
-        executor = MigrationExecutor(connection)
-        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        if migrations_pending():  # like `serve`: a fresh data dir gets its tables, quietly
             call_command("migrate", interactive=False, verbosity=0)
-        status = asyncio.run(self._run(options))
+        caller = door.Caller(user_named(options["user"]))
+        agent = agent_named(options["agent"]) if options["agent"] else None
+        status = asyncio.run(self._run(caller, agent, options))
         if status not in ("completed", "steered"):
             raise CommandError(f"run ended with status {status}")
 
-    async def _run(self, options) -> str:
-        # The operator at the command line goes through the same door as everyone else.
+    async def _run(self, caller: door.Caller, agent, options) -> str:
+        # Its own thread for the door's database work: the runtime's discovery, which a first
+        # run may wait for, needs the shared one.
+        async with ThreadSensitiveContext():
+            try:
+                return await self._send(caller, agent, options)
+            finally:
+                await get_gateway().stop()
+
+    async def _send(self, caller: door.Caller, agent, options) -> str:
+        # The command line goes through the same door as everyone else.
         common = {"event_input": {"text": options["text"]}, "event_id": options["event_id"],
                   "conversation_id": options["conversation"], "timeout": options["timeout"],
                   "source": "system"}
         try:
-            if options["agent"]:
+            if agent is not None:
                 prepared = await sync_to_async(door.prepare_agent_run)(
-                    door.Caller.operator(), agent_id=options["agent"], **common)
+                    caller, agent_id=agent.pk, **common)
             else:
                 prepared = await door.prepare_runner_run(
-                    door.Caller.operator(), runner_id=options["runner"], binding_prefix="cli",
-                    **common)
+                    caller, runner_id=options["runner"], binding_prefix="cli", **common)
         except Refused as exc:
             raise CommandError(exc.detail) from exc
         reply = Reply(self.stdout)
@@ -64,8 +76,6 @@ class Command(BaseCommand):
             outcome = await door.outcome(prepared, messages)
         except RunRefused as exc:
             raise CommandError(str(exc)) from exc
-        finally:
-            await get_gateway().stop()
         reply.end()
         failed = outcome["status"] != "completed" and outcome["status_reason"]
         self.stdout.write(f"run {outcome['run_id']} {outcome['status']}"

@@ -3,8 +3,9 @@ import itertools
 import sys
 
 from asgiref.sync import sync_to_async
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from langhost.commands import DatabaseCommand
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 from runners.runtime import RuntimeLinkError
@@ -13,7 +14,7 @@ from runners.runtime.worker import RuntimeUnavailable
 SPINNER = "|/-\\"
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "List runner descriptors and whether they are available (--refresh asks the runtime first)."
 
     def add_arguments(self, parser):

@@ -1,19 +1,21 @@
 import asyncio
 import json
 import logging
-import uuid
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from asgiref.sync import ThreadSensitiveContext
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from langhost.commands import DatabaseCommand
 from runners.evals import services
 from runners.evals.evalset import EvalSetError, load
+from runners.management.cli import agent_named
 from runners.models import AgentInstance
 from runners.plugins.gateway import get_gateway
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Run an eval set (YAML: cases of turns with expected replies, tool calls and "
             "rubrics) against an agent, each case in a fresh conversation; print pass or fail "
             "per case and criterion, write the JSON report and keep it (the admin shows it). "
@@ -33,7 +35,7 @@ class Command(BaseCommand):
             cases = load(evalset)
         except EvalSetError as exc:
             raise CommandError(f"{evalset}: {exc}") from None
-        found = _agent(agent)
+        found = agent_named(agent)
         try:
             kept = asyncio.run(self._evaluate(found, cases, judge))
         except EvalSetError as exc:
@@ -48,10 +50,13 @@ class Command(BaseCommand):
             raise CommandError(f"{kept.failed} of {kept.passed + kept.failed} case(s) failed")
 
     async def _evaluate(self, agent: AgentInstance, cases, judge):
-        try:
-            return await services.evaluate(agent, cases, judge)
-        finally:
-            await get_gateway().stop()
+        # Its own thread for the door's database work: the runtime's discovery, which the
+        # first run may wait for, needs the shared one.
+        async with ThreadSensitiveContext():
+            try:
+                return await services.evaluate(agent, cases, judge)
+            finally:
+                await get_gateway().stop()
 
     def _print(self, report: dict) -> None:
         rows = [(case["name"], criterion["name"], "PASS" if criterion["passed"] else "FAIL",
@@ -69,17 +74,3 @@ class Command(BaseCommand):
         self.stdout.write(f"{report['passed']} of {total} case(s) passed: "
                           + ", ".join(f"{case['name']} {'PASS' if case['passed'] else 'FAIL'}"
                                       for case in report["cases"]))
-
-
-def _agent(given: str) -> AgentInstance:
-    """The agent an id or a name names; CommandError when none, or several, do."""
-    try:
-        found = AgentInstance.objects.filter(pk=uuid.UUID(given))
-    except ValueError:
-        found = AgentInstance.objects.filter(name=given)
-    agents = list(found.select_related("agent_type", "project")[:2])
-    if not agents:
-        raise CommandError(f"no agent {given!r} (give its id or its name)")
-    if len(agents) > 1:
-        raise CommandError(f"several agents are named {given!r}: give its id")
-    return agents[0]

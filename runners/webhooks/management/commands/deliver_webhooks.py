@@ -1,11 +1,10 @@
 import asyncio
 
-from django.core.management.base import BaseCommand
-
+from langhost.commands import DatabaseCommand
 from runners.webhooks import services
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Send the webhook deliveries due now (where the serving process does not: "
             "LANGHOST_WEBHOOK_DELIVERY=false).")
 
