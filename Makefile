@@ -60,12 +60,16 @@ run: install
 # more on a private PostgreSQL. That pass leaves out what never reaches its database (the
 # cluster, end-to-end and browser tests run servers on databases of their own) and the tests
 # of processes, whose database is incidental (conftest.py's PROCESS_TESTS).
+# Both passes run whatever the first found; the target fails if either did.
 test: install-test browser servers
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest --durations=15
+	status=0; \
+	$(PY) -m pytest --durations=15 || status=$$?; \
 	$(PY) -m langhost.local_servers -- env -u REDIS_URL \
-	  $(PY) -m pytest --durations=10 -m "not cluster and not e2e and not browser and not processes"
+	  $(PY) -m pytest --durations=10 -m "not cluster and not e2e and not browser and not processes" \
+	  || status=$$?; \
+	exit $$status
 
 # deploy/'s layout on this machine: private PostgreSQL and Redis, then deploy/Procfile's two web
 # processes (ports 8000, 8001) and two runtime workers (health on 8100, 8101). Ctrl-C stops all.

@@ -8,6 +8,8 @@ from asgiref.sync import SyncToAsync
 from django.db import connections
 from rest_framework.test import APIClient
 
+from tests.timing import time_factor
+
 PASSWORD = "Sturdy-Passw0rd-42"
 
 _counter = itertools.count(1)
@@ -221,3 +223,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.startswith(PROCESS_TESTS):
             item.add_marker(pytest.mark.processes)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """A failed run says how its waits were scaled, and how to scale them."""
+    if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error"):
+        terminalreporter.write_line(
+            f"Tests wait up to {time_factor():.1f}x their limits here (tests/timing.py). On a "
+            f"busy or slow machine, a test that timed out may pass with the limits raised: "
+            f"LANGHOST_TEST_TIME_FACTOR=3 make test.", yellow=True)
