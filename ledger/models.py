@@ -166,6 +166,29 @@ class AgentRunnerState(models.Model):
         return f"{self.scope}:{self.state_key}"
 
 
+# A transcript entry's `content` is its text for pages and search, cut past this many
+# characters (with a marker that says so); `content_json` keeps the whole message.
+TRANSCRIPT_MAX_CHARS = 4000
+
+
+def message_text(content) -> str:
+    """Plain text of a message's content: a string, or the text parts of a list,
+    space-joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content
+                        if isinstance(part, dict) and part.get("text"))
+    return ""
+
+
+def entry_text(content: str, content_json) -> str:
+    """An entry's whole text: its `content`, or, when that was cut, its message's."""
+    if len(content) <= TRANSCRIPT_MAX_CHARS or not isinstance(content_json, dict):
+        return content
+    return message_text(content_json.get("content")) or content
+
+
 class Transcript(models.Model):
     """One row per user message and per run's first completed assistant message."""
 
@@ -191,6 +214,10 @@ class Transcript(models.Model):
 
     def __str__(self):
         return f"{self.conversation_id}#{self.pk} {self.role}"
+
+    @property
+    def full_text(self) -> str:
+        return entry_text(self.content, self.content_json)
 
     @property
     def citations(self) -> list[dict]:

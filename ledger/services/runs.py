@@ -23,6 +23,7 @@ from ledger import owners, signals
 from ledger.models import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
+    TRANSCRIPT_MAX_CHARS,
     AgentRun,
     AgentRunEvent,
     EventLog,
@@ -33,14 +34,13 @@ from ledger.models import (
     SteeringItem,
     SteeringStatus,
     Transcript,
+    message_text,
 )
 from ledger.selectors.model_calls import run_usage
 from ledger.selectors.runs import OUTCOME_FIELDS, outcome_dict, run_outcome_sync
 from ledger.services import rollups
 from ledger.services import state as runner_state
 from ledger.sql import first_row, insert_rows, update_returning
-
-TRANSCRIPT_MAX_CHARS = 4000
 
 
 class DuplicateEvent(Exception):
@@ -495,14 +495,11 @@ reap_stale_runs = sync_to_async(reap_stale_runs_sync)
 
 
 def transcript_text(content) -> str:
-    """Plain text of a message content: a string, or the text parts of a list, space-joined."""
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = " ".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("text")
-        )
-    else:
-        text = ""
-    return text[:TRANSCRIPT_MAX_CHARS]
+    """A message's text as its transcript entry's `content`: cut past TRANSCRIPT_MAX_CHARS,
+    with a marker saying how much more there is."""
+    text = message_text(content)
+    if len(text) <= TRANSCRIPT_MAX_CHARS:
+        return text
+    return (f"{text[:TRANSCRIPT_MAX_CHARS]} … [cut: {len(text) - TRANSCRIPT_MAX_CHARS:,} more "
+            f"characters, kept whole in the entry's message]")
 

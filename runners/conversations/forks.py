@@ -51,7 +51,7 @@ def prepare_rerun(caller: door.Caller, *, agent_id, project_id, conversation_id:
     if asked is None:
         raise InvalidInput(f"Entry {entry_id} answers no user message: nothing to run again.",
                        field="entry_id")
-    text = asked.content if text is None else text
+    text = asked.full_text if text is None else text
     if not text.strip():
         raise InvalidInput("The message to run again has no text.", field="text")
     before = Transcript.objects.filter(conversation_id=conversation.conversation_id,

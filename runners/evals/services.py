@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from ledger.models import message_text
 from ledger.selectors.runs import tool_calls_of
 from ledger.services import conversations as conversation_services
-from ledger.services.runs import transcript_text
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
 from runners.evals.evalset import EvalSet, EvalSetError, Expect
@@ -100,7 +100,7 @@ def _reply(messages: list[dict]) -> str:
     completed = [m for m in messages if m.get("type") == "message.completed"]
     if completed:
         message = (completed[-1].get("data") or {}).get("message") or {}
-        return transcript_text(message.get("content"))
+        return message_text(message.get("content"))
     return "".join(((m.get("data") or {}).get("chunk") or {}).get("content") or ""
                    for m in messages if m.get("type") == "message.delta")
 
@@ -140,5 +140,5 @@ async def _graded(judge, rubric: str, user: str, reply: str, agent: AgentInstanc
                                 caller="eval:judge"))
     except ProviderError as exc:
         return Criterion(name, False, f"the judge could not answer: {exc}")
-    verdict = transcript_text(message.get("content")).strip()
+    verdict = message_text(message.get("content")).strip()
     return Criterion(name, verdict.upper().startswith("PASS"), verdict[:300])

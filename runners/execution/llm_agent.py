@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import AgentRun, Transcript
+from ledger.models import AgentRun, Transcript, entry_text
 from ledger.services.artifacts import ArtifactError
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
@@ -109,16 +109,18 @@ async def _history(conversation_id: str | None, user_text: str,
     if not conversation_id:
         return [{"role": "user", "content": user_text}]
     rows = [row async for row in Transcript.objects.filter(conversation_id=conversation_id)
-            .order_by("-id").values("role", "content", "attachment_refs")[:HISTORY_ROWS]]
+            .order_by("-id").values("role", "content", "content_json",
+                                    "attachment_refs")[:HISTORY_ROWS]]
     history, images = [], 0
     for row in rows:  # newest first
+        text = entry_text(row["content"], row["content_json"])
         message = {"role": row["role"] if row["role"] in ("user", "assistant") else "user",
-                   "content": row["content"]}
+                   "content": text}
         if vision and files is not None and row["role"] == "user" and images < MAX_IMAGES:
             parts = (await files.image_parts(row["attachment_refs"]))[:MAX_IMAGES - images]
             if parts:
                 images += len(parts)
-                message["content"] = [{"type": "text", "text": row["content"]}, *parts]
+                message["content"] = [{"type": "text", "text": text}, *parts]
         history.append(message)
     return list(reversed(history)) or [{"role": "user", "content": user_text}]
 

@@ -231,3 +231,21 @@ def test_deltas_then_a_message_deliver_that_message_once_without_a_conversation(
 
     types = [m["type"] for m in json.loads(read_body(response))["messages"]]
     assert types == ["message.delta", "message.completed"]
+
+
+def test_a_long_message_is_cut_on_pages_with_a_marker_but_reaches_the_model_whole(
+        user_client, thinking_agent, openai_server):
+    long_text = "tax " * 1500  # 6,000 characters
+    openai_server.script(Reply(text="Noted."), Reply(text="Still noted."))
+    conversation = open_conversation(user_client, thinking_agent)
+
+    send(user_client, thinking_agent, conversation, text=long_text)
+    send(user_client, thinking_agent, conversation, text="And now?")
+
+    entry = Transcript.objects.filter(role="user").order_by("id").first()
+    assert entry.content.startswith("tax tax") and entry.content.endswith(
+        "[cut: 2,000 more characters, kept whole in the entry's message]")
+    assert entry.full_text == long_text
+    users = [m["content"] for m in openai_server.calls()[-1].body["messages"]
+             if m["role"] == "user"]
+    assert users == [long_text, "And now?"]
