@@ -6,7 +6,7 @@ from django.db.models import Max, Q
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from ledger.admin_links import link, run_link, status_badge
 from ledger.models import (
@@ -32,6 +32,8 @@ def pretty(value) -> str:
 
 # The run page draws the newest events of a run at once and loads older ones on demand.
 TIMELINE_TAIL = 200
+# The forks of its conversation a run page links.
+FORKS_SHOWN = 10
 
 
 def timeline_page(run_id: str) -> dict:
@@ -170,9 +172,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "pk", flat=True).first() if run.conversation_id else None
         if found is None:
             return run.conversation_id or "—"
-        return format_html('<a href="{}">{}</a>',
-                           reverse("admin:ledger_conversation_change", args=[found]),
-                           run.conversation_id)
+        forks = Conversation.objects.filter(forked_from=run.conversation_id).values_list(
+            "pk", "conversation_id")[:FORKS_SHOWN]
+        return format_html(
+            '<a href="{}">{}</a>{}', reverse("admin:ledger_conversation_change", args=[found]),
+            run.conversation_id, format_html_join(
+                "", ' · <a href="{}" class="conversation-fork">fork {}</a>',
+                ((reverse("admin:ledger_conversation_change", args=[pk]), forked_id)
+                 for pk, forked_id in forks)))
 
     @admin.display(description="binding")
     def binding(self, run):
@@ -322,6 +329,10 @@ def conversation_page(conversation: Conversation) -> dict:
         "runs": AgentRun.objects.filter(conversation_id=conversation_id)
         .order_by("-id")[:CONVERSATION_ROWS],
         "interactions": Interaction.objects.filter(conversation_id=conversation_id)
+        .order_by("-id")[:CONVERSATION_ROWS],
+        "origin": Conversation.objects.filter(conversation_id=conversation.forked_from).first()
+        if conversation.forked_from else None,
+        "forks": Conversation.objects.filter(forked_from=conversation_id)
         .order_by("-id")[:CONVERSATION_ROWS],
         "now": timezone.now(),
     }

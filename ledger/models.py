@@ -316,6 +316,9 @@ class Conversation(models.Model):
     agent_id = models.CharField(max_length=64)
     user_id = models.CharField(max_length=64)
     title = models.CharField(max_length=200, blank=True, default="")
+    # A fork's origin: the conversation (its `conversation_id`) and the entry it started as of.
+    forked_from = models.CharField(max_length=128, blank=True, default="", db_index=True)
+    forked_at_entry = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # The time of the last entry (or of the creation).
     updated_at = models.DateTimeField(auto_now=True)

@@ -180,6 +180,8 @@ def fork(conversation: Conversation, last_entry_id: int | None, identity: StateI
     with transaction.atomic():
         forked = create(project_id=conversation.project_id, agent_id=conversation.agent_id,
                         user_id=conversation.user_id, title=title)
+        forked.forked_from, forked.forked_at_entry = conversation.conversation_id, last_entry_id
+        forked.save(update_fields=["forked_from", "forked_at_entry"])
         if entries:
             insert_rows(Transcript, [{
                 **{field: entry[field] for field in _ENTRY_FIELDS},

@@ -168,6 +168,10 @@ def test_the_conversation_page_forks_at_an_entry_and_reruns_an_edited_message(
     assert forked.redirect_chain[-1][0] == f"/admin/ledger/conversation/{fork.pk}/change/"
     assert entries(fork.conversation_id) == [("user", "message 1"), ("assistant", "answer 1")]
     assert "Forked from" in forked.content.decode()
+    assert f"/admin/ledger/conversation/{fork.pk}/change/" in admin_browser.get(
+        f"/admin/ledger/conversation/{original.pk}/change/").content.decode()  # its forks
+    run_page = admin_browser.get(f"/admin/runs/{first_answer.run_id}/", follow=True)
+    assert 'class="conversation-fork"' in run_page.content.decode()
 
     openai_server.script(Reply(text="answer 2, edited"))
     response = admin_browser.post(
