@@ -6,7 +6,7 @@ from runners.admin.secret_fields import parse_secrets, secrets_field
 from runners.models import LLMModel, ModelProvider
 from runners.models.providers import HEADER_NAME
 from runners.providers import load_calls
-from runners.providers.prices import prefill_prices
+from runners.providers.prices import prefill
 from runners.providers.secrets import extra_header_names, set_api_key, set_extra_headers
 
 
@@ -75,8 +75,28 @@ class ModelProviderAdmin(admin.ModelAdmin):
         return "none"
 
 
+class LLMModelForm(forms.ModelForm):
+    context_window = forms.IntegerField(
+        required=False, min_value=1,
+        help_text="Tokens the model reads at most. Left blank on a new model: what genai-prices "
+                  "knows of the upstream model, else 8192.")
+
+    class Meta:
+        model = LLMModel
+        fields = ["name", "provider", "upstream_model", "model_type", "abilities",
+                  "context_window", "is_active", "input_price_per_mtok", "output_price_per_mtok",
+                  "cached_price_per_mtok"]
+
+    def clean_context_window(self):
+        window = self.cleaned_data["context_window"]
+        if window is None and not self.instance._state.adding:
+            raise forms.ValidationError("Give the model's context window.")
+        return window
+
+
 @admin.register(LLMModel)
 class LLMModelAdmin(admin.ModelAdmin):
+    form = LLMModelForm
     list_display = ["name", "provider", "upstream_model", "model_type", "input_price_per_mtok",
                     "output_price_per_mtok", "is_active"]
     list_filter = ["is_active", "model_type", "provider"]
@@ -95,9 +115,14 @@ class LLMModelAdmin(admin.ModelAdmin):
     ]
 
     def save_model(self, request, obj, form, change):
-        if not change and prefill_prices(obj):
-            self.message_user(request, f"Prices of {obj.upstream_model} filled in from "
-                                       "genai-prices.", messages.INFO)
+        if not change:
+            window_left = form.cleaned_data.get("context_window") is None
+            if window_left:
+                obj.context_window = LLMModel._meta.get_field("context_window").default
+            if filled := prefill(obj, window=window_left):
+                self.message_user(request, f"{' and '.join(filled).capitalize()} of "
+                                           f"{obj.upstream_model} filled in from genai-prices.",
+                                  messages.INFO)
         super().save_model(request, obj, form, change)
 
     @admin.action(description="Test connection (one-token call)")

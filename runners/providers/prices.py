@@ -1,4 +1,5 @@
-"""What calls cost: the model's prices per million tokens, prefilled from genai-prices."""
+"""What calls cost: the model's prices per million tokens, and its context window, prefilled
+from genai-prices."""
 
 from decimal import Decimal
 
@@ -36,33 +37,49 @@ def _hints(provider: ModelProvider | None) -> list[dict]:
     return [{"provider_id": "openai"}, {}]
 
 
-def known_prices(upstream_model: str, provider: ModelProvider | None = None) -> dict | None:
-    """`{field: Decimal}` per million tokens from genai-prices, or None if it does not know
-    the model."""
+def known_facts(upstream_model: str, provider: ModelProvider | None = None) -> dict | None:
+    """What genai-prices knows of the model: `prices` (`{field: Decimal}` per million tokens)
+    and `context_window` (None when it does not say); None if it does not know the model."""
     def price(hint: dict, **tokens):
         return calc_price(PricedUsage(**tokens), upstream_model, **hint)
 
     for hint in _hints(provider):
         try:
-            input_price = price(hint, input_tokens=_SAMPLE).input_price
+            priced_input = price(hint, input_tokens=_SAMPLE)
             output_price = price(hint, output_tokens=_SAMPLE).output_price
             cached_price = price(hint, input_tokens=_SAMPLE, cache_read_tokens=_SAMPLE).input_price
         except (LookupError, ValueError):
             continue
         scale = Decimal(1_000_000 // _SAMPLE)
-        return {field: (value * scale).quantize(Decimal("0.000001"))
-                for field, value in zip(PRICE_FIELDS, (input_price, output_price, cached_price),
-                                        strict=True)}
+        return {"prices": {field: (value * scale).quantize(Decimal("0.000001"))
+                           for field, value in zip(
+                               PRICE_FIELDS, (priced_input.input_price, output_price,
+                                              cached_price), strict=True)},
+                "context_window": priced_input.model.context_window}
     return None
 
 
-def prefill_prices(model: LLMModel) -> bool:
-    """Set a model's prices from genai-prices when it has none; whether it did."""
-    if any(getattr(model, field) for field in PRICE_FIELDS):
-        return False
-    prices = known_prices(model.upstream_model, model.provider)
-    if prices is None:
-        return False
-    for field, value in prices.items():
-        setattr(model, field, value)
-    return True
+def known_prices(upstream_model: str, provider: ModelProvider | None = None) -> dict | None:
+    """`{field: Decimal}` per million tokens from genai-prices, or None if it does not know
+    the model."""
+    facts = known_facts(upstream_model, provider)
+    return facts["prices"] if facts else None
+
+
+def prefill(model: LLMModel, *, prices: bool = True, window: bool = True) -> list[str]:
+    """Fill what genai-prices knows of a new model: its prices when it has none (`prices`),
+    its context window (`window`: the one given was left to the default); what was filled."""
+    if prices and any(getattr(model, field) for field in PRICE_FIELDS):
+        prices = False
+    facts = known_facts(model.upstream_model, model.provider) if prices or window else None
+    if facts is None:
+        return []
+    filled = []
+    if prices:
+        for field, value in facts["prices"].items():
+            setattr(model, field, value)
+        filled.append("prices")
+    if window and facts["context_window"]:
+        model.context_window = facts["context_window"]
+        filled.append("context window")
+    return filled

@@ -3,7 +3,7 @@ from rest_framework import serializers
 from runners.api.serializers.catalogue import limit_json_size
 from runners.models import LLMModel, ModelProvider
 from runners.models.providers import HEADER_NAME
-from runners.providers.prices import PRICE_FIELDS, prefill_prices
+from runners.providers.prices import PRICE_FIELDS, prefill
 from runners.providers.secrets import extra_header_names, set_api_key, set_extra_headers
 
 ABILITIES = ["tools", "vision", "streaming", "reasoning"]
@@ -87,8 +87,8 @@ class LLMModelSerializer(serializers.ModelSerializer):
 
     def create(self, validated_data):
         model = LLMModel(**validated_data)
-        if not any(field in validated_data for field in PRICE_FIELDS):
-            prefill_prices(model)
+        prefill(model, prices=not any(field in validated_data for field in PRICE_FIELDS),
+                window="context_window" not in validated_data)
         model.save()
         return model
 

@@ -53,13 +53,15 @@ def test_a_new_model_without_prices_is_prefilled(admin_browser, make_model, open
 
     response = admin_browser.post(f"{MODELS}add/", {
         "name": "mini", "provider": str(provider.pk), "upstream_model": "gpt-4o-mini",
-        "model_type": "chat", "abilities": "[]", "context_window": "128000",
+        "model_type": "chat", "abilities": "[]", "context_window": "",
         "input_price_per_mtok": "0", "output_price_per_mtok": "0", "cached_price_per_mtok": "0",
         "is_active": "on"}, follow=True)
 
-    assert "filled in from genai-prices" in response.content.decode()
+    assert "Prices and context window of gpt-4o-mini filled in from genai-prices" in \
+        response.content.decode()
     model = LLMModel.objects.get(name="mini")
     assert (float(model.input_price_per_mtok), float(model.output_price_per_mtok)) == (0.15, 0.6)
+    assert model.context_window == 128_000
 
 
 def test_test_connection_reports_latency_or_the_providers_error(admin_browser, make_model,

@@ -134,6 +134,13 @@ def test_a_model_created_without_prices_takes_genai_prices(superuser_client, mak
             known["cached_price_per_mtok"]) == (0.15, 0.6, 0.075)
     assert unknown["input_price_per_mtok"] == 0
     assert (priced["input_price_per_mtok"], priced["output_price_per_mtok"]) == (9, 0)
+    # The context window too, unless given; 8192 when genai-prices does not know the model.
+    assert (known["context_window"], priced["context_window"], unknown["context_window"]) == (
+        128_000, 128_000, 8192)
+    given = superuser_client.post(MODELS, {"name": "small", "provider_id": provider_id,
+                                           "upstream_model": "gpt-4o-mini",
+                                           "context_window": 16_000}, format="json").json()
+    assert given["context_window"] == 16_000
 
 
 def test_testing_a_model_answers_its_latency_or_the_providers_error(

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from runners.models import LLMModel, ModelProvider
-from runners.providers.prices import cost, known_prices, prefill_prices
+from runners.providers.prices import cost, known_prices, prefill
 from runners.providers.secrets import UnreadableKey, api_key, set_api_key
 from runners.providers.usage import Usage
 
@@ -65,8 +65,18 @@ def test_prefill_leaves_a_priced_model_alone():
     priced = LLMModel(provider=provider, upstream_model="gpt-4o", input_price_per_mtok=1)
     unpriced = LLMModel(provider=provider, upstream_model="gpt-4o")
 
-    assert prefill_prices(priced) is False and priced.output_price_per_mtok == 0
-    assert prefill_prices(unpriced) is True and unpriced.input_price_per_mtok == Decimal("2.5")
+    assert prefill(priced, window=False) == [] and priced.output_price_per_mtok == 0
+    assert prefill(unpriced, window=False) == ["prices"]
+    assert unpriced.input_price_per_mtok == Decimal("2.5")
+
+
+def test_prefill_sets_the_context_window_genai_prices_knows():
+    provider = ModelProvider(name="p", kind="openai")
+    known = LLMModel(provider=provider, upstream_model="gpt-4o-mini")
+    unknown = LLMModel(provider=provider, upstream_model="my-own-finetune")
+
+    assert prefill(known) == ["prices", "context window"] and known.context_window == 128_000
+    assert prefill(unknown) == [] and unknown.context_window == 8192
 
 
 def test_cost_charges_cached_tokens_at_the_cached_price_or_else_the_input_price():
