@@ -37,17 +37,18 @@ browser:
 
 # PostgreSQL and Redis for the cluster tests, the PostgreSQL pass and `make cluster`, nginx for
 # the cluster tests' proxy, bubblewrap, which confines the plugins, and Prometheus, which
-# scrapes a LangHost in a test: Debian's binaries,
+# scrapes a LangHost in a test, and jq, which the README's walkthrough (run by a test) uses:
+# Debian's binaries,
 # installed once. No system service is used: the tests start private instances (the services
 # Debian's packages may start are stopped).
 servers:
 	@if ! command -v redis-server >/dev/null || [ ! -x /usr/sbin/nginx ] || ! command -v bwrap >/dev/null \
-	    || ! command -v prometheus >/dev/null \
+	    || ! command -v prometheus >/dev/null || ! command -v jq >/dev/null \
 	    || ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
 	  SUDO=""; if [ "$$(id -u)" != "0" ]; then SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    redis-server postgresql nginx bubblewrap prometheus >/dev/null; \
+	    redis-server postgresql nginx bubblewrap prometheus jq >/dev/null; \
 	  for service in redis-server postgresql nginx prometheus; do \
 	    $$SUDO service $$service stop >/dev/null 2>&1 || true; \
 	  done; \

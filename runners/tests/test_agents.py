@@ -193,3 +193,12 @@ def test_agent_under_the_wrong_project_gets_404(user_client, user, agent, make_p
     other = make_project(user)
 
     assert user_client.get(f"{agents_url(other)}/{agent.pk}").status_code == 404
+
+
+def test_a_type_id_that_is_no_id_is_refused_saying_how_to_find_one(user_client, project):
+    response = user_client.post(agents_url(project), {"agent_type_id": "null", "name": "Ada"},
+                                format="json")
+
+    assert response.status_code == 400
+    (message,) = response.json()["errors"]["agent_type_id"]
+    assert message.startswith("'null' is not an agent type's id") and "/agent-types" in message

@@ -181,7 +181,9 @@ class AgentInstanceSerializer(serializers.ModelSerializer):
 
 
 class SpawnAgentSerializer(serializers.Serializer):
-    agent_type_id = serializers.UUIDField()
+    agent_type_id = serializers.UUIDField(error_messages={
+        "invalid": "'{value}' is not an agent type's id: GET /agent-types lists them, "
+                   "GET /agent-types/slug/<slug> finds one by its slug."})
     project_id = serializers.UUIDField(required=False)
     name = serializers.CharField(max_length=200)
 
