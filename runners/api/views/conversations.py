@@ -337,6 +337,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
     def fork(self, request, conversation_id=None, **kwargs):
         """A new conversation that starts as this one was at an entry: its entries up to that
         one, and the session state its runs had written by then."""
+        self.get_conversation(conversation_id)  # who may, before what they sent
         body = ForkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         caller = door.Caller(request.user)
@@ -359,6 +360,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
     async def rerun(self, request, conversation_id=None, **kwargs):
         """Answer a user message again (or produce an agent's reply again), optionally
         edited, in a fork of the conversation as it was just before that message."""
+        await sync_to_async(self.get_conversation)(conversation_id)  # who may, first
         body = RerunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         base = request.build_absolute_uri(request.path.rsplit(f"/{conversation_id}/", 1)[0])
