@@ -118,6 +118,14 @@ class Gone(exceptions.APIException):
     default_code = "gone"
 
 
+class UpstreamFailed(exceptions.APIException):
+    """A service LangHost asked on the caller's behalf (a model provider) failed: its words."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_detail = "The upstream service failed."
+    default_code = "upstream_failed"
+
+
 def _first_message(errors) -> str:
     if isinstance(errors, dict):
         for value in errors.values():

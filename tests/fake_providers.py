@@ -91,6 +91,9 @@ class FakeProvider:
         self.default = Reply()
         # Seconds each embeddings call takes: long enough, a document's progress can be seen.
         self.embedding_delay = 0.0
+        # The upstream models `GET /models` lists (name, context window or None).
+        self.models: list[tuple[str, int | None]] = [("fake-small", 32_000),
+                                                    ("fake-large", None)]
         self._ids = itertools.count(1)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -142,6 +145,19 @@ class FakeProvider:
     def _chat_path(self) -> str:
         return "/chat/completions" if self.kind == "openai" else "/messages"
 
+    def _models_page(self) -> dict:
+        """The model list as each API pages it (one page)."""
+        if self.kind == "openai":
+            return {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "fake"}
+                for name, _ in self.models]}
+        data = [{"id": name, "type": "model", "display_name": name.replace("-", " ").title(),
+                 "created_at": "2025-01-01T00:00:00Z", **(
+                     {"max_input_tokens": window} if window else {})}
+                for name, window in self.models]
+        return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None}
+
     async def wait_closed(self, timeout: float) -> bool:
         """Whether every connection is closed within `timeout` seconds (polled)."""
         end = time.monotonic() + timeout
@@ -179,6 +195,8 @@ class FakeProvider:
         body = json.loads(raw) if raw else {}
         self.requests.append(Recorded(method, path.split("?")[0], headers, body))
 
+        if method == "GET" and path.split("?")[0].endswith("/models"):
+            return await self._json(writer, 200, self._models_page())
         if path.endswith("/count_tokens"):
             return await self._json(writer, 200, {"input_tokens": 42})
         if path.endswith("/embeddings"):

@@ -1,11 +1,16 @@
 from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path
 
 from runners.admin.secret_fields import parse_secrets, secrets_field
 from runners.models import LLMModel, ModelProvider
 from runners.models.providers import HEADER_NAME
-from runners.providers import load_calls
+from runners.providers import importing, load_calls
+from runners.providers.errors import ProviderError
 from runners.providers.prices import prefill
 from runners.providers.secrets import extra_header_names, set_api_key, set_extra_headers
 
@@ -61,6 +66,33 @@ class ModelProviderAdmin(admin.ModelAdmin):
         ("Advanced", {"fields": ["header_names", "extra_headers", "clear_extra_headers",
                                  "created_at", "updated_at"]}),
     ]
+
+    change_form_template = "admin/runners/modelprovider/change_form.html"
+
+    def get_urls(self):
+        return [path("<uuid:provider_pk>/upstream-models/",
+                     self.admin_site.admin_view(self.upstream_models_view),
+                     name="runners_modelprovider_upstream"), *super().get_urls()]
+
+    def upstream_models_view(self, request, provider_pk):
+        """The provider's own models, listed from its API, to import as LLM models."""
+        if not request.user.is_superuser:
+            raise PermissionDenied
+        provider = get_object_or_404(ModelProvider, pk=provider_pk)
+        try:
+            listed = async_to_sync(load_calls().upstream_models)(provider)
+        except ProviderError as exc:
+            messages.error(request, f"{provider.name} did not list its models: {exc}")
+            return redirect("admin:runners_modelprovider_change", provider.pk)
+        if request.method == "POST":
+            imported = importing.import_models(provider, listed, request.POST.getlist("ids"))
+            messages.success(request, f"Imported {len(imported['created'])} model(s): "
+                                      f"{', '.join(imported['created']) or 'none'}.")
+            return redirect("admin:runners_llmmodel_changelist")
+        return TemplateResponse(request, "admin/runners/modelprovider/upstream_models.html", {
+            **self.admin_site.each_context(request), "opts": self.model._meta,
+            "title": f"Models of {provider.name}", "provider": provider,
+            "listed": importing.with_imported(provider, listed)})
 
     @admin.display(description="Extra headers set")
     def header_names(self, obj):

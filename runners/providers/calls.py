@@ -311,3 +311,19 @@ async def probe(model: LLMModel) -> dict:
     except ProviderError as exc:
         return {"ok": False, "error": str(exc)}
     return {"ok": True, "latency_ms": int((time.monotonic() - started) * 1000)}
+
+
+async def upstream_models(provider: ModelProvider) -> list[dict]:
+    """The models the provider's API lists (`GET /models`): `[{id, name, context_window}]`
+    (the window when the API says it, as Anthropic's does). Raises ProviderError."""
+    api = shared_client(KINDS[provider.kind], base_url=provider.base_url,
+                        api_key=api_key(provider) or NO_KEY, headers=extra_headers(provider),
+                        timeout=provider.timeout)
+    try:
+        async with asyncio.timeout(provider.timeout):
+            return [{"id": model.id,
+                     "name": getattr(model, "display_name", None) or model.id,
+                     "context_window": getattr(model, "max_input_tokens", None)}
+                    async for model in api.models.list()]
+    except Exception as exc:
+        raise _failure(exc, provider.timeout) from exc

@@ -99,3 +99,25 @@ class ModelProbeSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
     latency_ms = serializers.IntegerField(required=False)
     error = serializers.CharField(required=False)
+
+
+class UpstreamModelSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The provider's id for it (`upstream_model`).")
+    name = serializers.CharField()
+    context_window = serializers.IntegerField(allow_null=True)
+    imported = serializers.BooleanField(help_text="An LLM model of it exists.")
+
+
+class UpstreamModelListSerializer(serializers.Serializer):
+    data = UpstreamModelSerializer(many=True)
+
+
+class ImportModelsSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.CharField(max_length=200), required=False,
+                                max_length=500, help_text="Upstream ids to import (default: all).")
+
+
+class ImportedModelsSerializer(serializers.Serializer):
+    created = serializers.ListField(child=serializers.CharField(), help_text="New models' names.")
+    skipped = serializers.ListField(child=serializers.CharField(),
+                                    help_text="Ids imported before, or not listed.")

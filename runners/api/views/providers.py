@@ -1,15 +1,16 @@
 from asgiref.sync import async_to_sync
 from django.db.models import ProtectedError
 from drf_spectacular.utils import extend_schema
-from rest_framework import viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser, IsSuperuserOrReadOnly
-from langhost.api import UUID, Conflict
+from langhost.api import UUID, Conflict, UpstreamFailed
 from runners.api.serializers import providers as serializers
 from runners.models import LLMModel, ModelProvider
-from runners.providers import load_calls
+from runners.providers import importing, load_calls
+from runners.providers.errors import ProviderError
 
 
 class ModelProviderViewSet(viewsets.ModelViewSet):
@@ -22,6 +23,34 @@ class ModelProviderViewSet(viewsets.ModelViewSet):
     filterset_fields = ["kind"]
     ordering_fields = ["name", "created_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def _listed(self, provider) -> list[dict]:
+        try:
+            return async_to_sync(load_calls().upstream_models)(provider)
+        except ProviderError as exc:
+            raise UpstreamFailed(f"Provider '{provider.name}' did not list its models: "
+                                 f"{exc}") from exc
+
+    @extend_schema(responses=serializers.UpstreamModelListSerializer)
+    @action(detail=True, url_path="upstream-models")
+    def upstream_models(self, request, pk=None):
+        """The models the provider's API lists, each marked `imported` when an LLM model of
+        it exists (502 with the provider's error when it cannot list them)."""
+        provider = self.get_object()
+        return Response({"data": importing.with_imported(provider, self._listed(provider))})
+
+    @extend_schema(request=serializers.ImportModelsSerializer,
+                   responses={201: serializers.ImportedModelsSerializer})
+    @action(detail=True, methods=["post"], url_path="import-models")
+    def import_models(self, request, pk=None):
+        """LLM models for the listed upstream models named in `ids` (all when left out):
+        priced and sized from genai-prices; those imported before are skipped."""
+        provider = self.get_object()
+        body = serializers.ImportModelsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        imported = importing.import_models(provider, self._listed(provider),
+                                           body.validated_data.get("ids"))
+        return Response(imported, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance):
         try:

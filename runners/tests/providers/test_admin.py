@@ -89,3 +89,18 @@ def test_agent_type_page_shows_unknown_models(admin_browser, make_agent_type, ma
 
     assert "unknown models" in page.lower()
     assert "nope" in page
+
+
+def test_the_provider_page_lists_its_models_and_imports_those_picked(
+        admin_browser, make_model, openai_server):
+    provider = make_model(openai_server, "gpt-fake").provider
+    openai_server.models = [("gpt-4o-mini", None), ("gpt-4o", None)]
+    url = f"{PROVIDERS}{provider.pk}/upstream-models/"
+    assert url in admin_browser.get(f"{PROVIDERS}{provider.pk}/change/").content.decode()
+
+    page = admin_browser.get(url).content.decode()
+    admin_browser.post(url, {"ids": ["gpt-4o"]})
+
+    assert 'value="gpt-4o-mini"' in page and 'value="gpt-4o"' in page
+    assert LLMModel.objects.filter(provider=provider).count() == 2
+    assert LLMModel.objects.get(name="gpt-4o").context_window == 128_000

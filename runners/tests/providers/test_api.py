@@ -214,3 +214,42 @@ def test_a_provider_test_sends_no_variable_outside_the_prefix(superuser_client, 
     assert tested["ok"] is False and "must start with LANGHOST_PROVIDER_" in tested["error"]
     assert not any("the-host-secret-9c1" in str(call.headers)
                    for call in openai_server.calls())
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_providers_own_models_are_listed_then_imported_priced_and_sized(
+        superuser_client, make_model, kind, request):
+    server = request.getfixturevalue(f"{kind}_server")
+    server.models = [("gpt-4o-mini", None), ("text-embedding-3-small", None),
+                     ("house-model", 64_000)]
+    provider = make_model(server, "already-here", upstream_model="house-model").provider
+    url = f"/api/v1/model-providers/{provider.pk}"
+
+    listed = superuser_client.get(f"{url}/upstream-models").json()["data"]
+    imported = superuser_client.post(f"{url}/import-models", {}, format="json")
+
+    assert [(m["id"], m["imported"]) for m in listed] == [
+        ("gpt-4o-mini", False), ("text-embedding-3-small", False), ("house-model", True)]
+    assert imported.status_code == 201
+    assert imported.json() == {"created": ["gpt-4o-mini", "text-embedding-3-small"],
+                               "skipped": ["house-model"]}
+    mini = LLMModel.objects.get(name="gpt-4o-mini")
+    assert (mini.context_window, float(mini.input_price_per_mtok)) == (128_000, 0.15)
+    assert LLMModel.objects.get(name="text-embedding-3-small").model_type == "embedding"
+    again = superuser_client.post(f"{url}/import-models", {"ids": ["gpt-4o-mini"]},
+                                  format="json").json()
+    assert again == {"created": [], "skipped": ["gpt-4o-mini"]}
+
+
+def test_a_provider_that_cannot_list_its_models_is_a_502_in_its_words(
+        superuser_client, user_client, make_model, openai_server):
+    provider = make_model(openai_server, "gpt-fake").provider
+    provider.base_url = "http://127.0.0.1:9/v1"  # nothing listens there
+    provider.save()
+
+    refused = superuser_client.get(f"/api/v1/model-providers/{provider.pk}/upstream-models")
+
+    assert refused.status_code == 502
+    assert "did not list its models: connection error" in refused.json()["detail"]
+    assert user_client.get(
+        f"/api/v1/model-providers/{provider.pk}/upstream-models").status_code == 403
