@@ -42,7 +42,11 @@ async def test_a_plugin_runner_works_in_its_box_through_the_sdk(
     answer, opened = await message_with_a_file(user, project, box_enabled=True)
     try:
         assert answer["status"] == "completed", answer
-        handed_over, final = (message["data"]["message"] for message in answer["messages"])
+        handed_over, final = (message["data"]["message"] for message in answer["messages"]
+                              if message["type"] == "message.completed")
+        # The box actions it took reach its caller as the SDK reports them: tool calls.
+        assert {message["data"]["tool_name"] for message in answer["messages"]
+                if message["type"] == "tool.call.started"} >= {"exec", "read_file"}
         (replied,) = handed_over["content"]  # reply_files: the file's link
         assert (replied["type"], replied["file_name"]) == ("file_url", "made.txt")
         said, linked = final["content"]
