@@ -90,6 +90,16 @@ class AgentTypeForm(forms.ModelForm):
             self.fields["runner_config"].help_text += (
                 f" Secrets set (not shown; kept unless given again, null clears): "
                 f"{', '.join(secrets)}.")
+        if formed := [name[len(pickers.CONFIG_PREFIX):] for name in self.fields
+                      if name.startswith(pickers.CONFIG_PREFIX)]:
+            # The fields with a form field of their own are set there, not in the JSON box.
+            self.initial["runner_config"] = {
+                name: value for name, value in runner_config.shown(
+                    self.instance.runner_config or {}).items() if name not in formed}
+            self.fields["runner_config"].help_text = (
+                "The runner's other config fields, as a JSON object (those above are set in "
+                "their own fields; models, persona, MCP servers and knowledge bases come from "
+                "the type's fields unless given here).")
 
     def _pick_models(self, saved: AgentType | None) -> None:
         """The primary and fallback models chosen among the registered ones."""
@@ -120,6 +130,9 @@ class AgentTypeForm(forms.ModelForm):
         cleaned = super().clean()
         if self.errors:
             return cleaned
+        if any(name.startswith(pickers.CONFIG_PREFIX) for name in self.fields):
+            cleaned["runner_config"] = pickers.with_config_fields(
+                cleaned.get("runner_config") or {}, cleaned)
         saved = None if self.instance._state.adding else self.instance
         changes = {name: cleaned[name] for name in self.Meta.fields if name in cleaned}
         try:
@@ -183,6 +196,16 @@ class AgentTypeAdmin(admin.ModelAdmin):
             return tree_diagram.svg(build_tree(obj))
         except TreeError as exc:
             return f"The saved tree is invalid: {exc}"
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        """The form, with a field for each simple config field its runner declares."""
+        schema = runner_config.schema_of(obj.runner_id) if obj is not None else []
+        config_fields = pickers.runner_config_fields(
+            runner_config.fields_of(schema), obj.runner_config or {} if obj else {},
+            runner_config.secrets_set(obj.runner_config or {}) if obj else [])
+        if config_fields:
+            kwargs["form"] = type("AgentTypeConfigForm", (self.form,), config_fields)
+        return super().get_form(request, obj, change, **kwargs)
 
     def save_model(self, request, obj, form, change):
         services.save_agent_type(obj, {})

@@ -59,3 +59,71 @@ class OrderedChoicesField(forms.MultiValueField):
         if len(set(picked)) != len(picked):
             raise forms.ValidationError("A choice is picked twice.")
         return picked
+
+
+# The runner-config field types a form field stands for; the others (models, persona, MCP
+# servers, knowledge bases) are filled from the type's own fields, or written in the JSON box.
+_SIMPLE_FIELDS = {
+    "string": lambda required: forms.CharField(required=required),
+    "text": lambda required: forms.CharField(required=required, widget=forms.Textarea(
+        attrs={"rows": 3})),
+    "integer": lambda required: forms.IntegerField(required=required),
+    "int": lambda required: forms.IntegerField(required=required),
+    "float": lambda required: forms.FloatField(required=required),
+    "number": lambda required: forms.FloatField(required=required),
+    "boolean": lambda required: forms.NullBooleanField(required=False),
+    "bool": lambda required: forms.NullBooleanField(required=False),
+    "secret": lambda required: forms.CharField(required=False, widget=forms.PasswordInput),
+}
+CONFIG_PREFIX = "runner_config__"
+
+
+def _label(field: dict, name: str) -> str:
+    label = field.get("label")
+    if isinstance(label, dict):
+        return label.get("en_US") or next(iter(label.values()), name)
+    return label if isinstance(label, str) and label else name
+
+
+def runner_config_fields(schema_fields: dict[str, dict], config: dict,
+                         secrets: list[str]) -> dict[str, forms.Field]:
+    """A form field for each config field of a simple type (text, numbers, yes/no, a choice,
+    a secret), keyed `runner_config__<name>`, holding `config`'s value (never a secret's)."""
+    made = {}
+    for name, field in schema_fields.items():
+        kind = field.get("type")
+        options = [option.get("name") if isinstance(option, dict) else option
+                   for option in field.get("options") or []]
+        if kind == "select" and options:
+            form_field = forms.ChoiceField(
+                required=False, choices=[("", "— default —"), *((str(o), str(o))
+                                                                 for o in options)])
+        elif kind in _SIMPLE_FIELDS:
+            form_field = _SIMPLE_FIELDS[kind](False)
+        else:
+            continue
+        form_field.label = f"{_label(field, name)} ({name})"
+        default = f" Default: {field['default']!r}." if "default" in field else ""
+        form_field.help_text = ("Set; left blank it is kept, clear it in the JSON box with "
+                                "null." if name in secrets else
+                                "Left blank: the runner's default." + default)
+        if name not in secrets and config.get(name) is not None:
+            form_field.initial = config[name]
+        made[CONFIG_PREFIX + name] = form_field
+    return made
+
+
+def with_config_fields(config: dict, cleaned: dict) -> dict:
+    """`config` with the values the runner-config form fields were given (blank ones unset,
+    a secret left blank kept)."""
+    merged = dict(config or {})
+    for key, value in cleaned.items():
+        if not key.startswith(CONFIG_PREFIX):
+            continue
+        name = key[len(CONFIG_PREFIX):]
+        if value in ("", None):
+            if not isinstance(merged.get(name), dict):  # a sealed secret stays
+                merged.pop(name, None)
+        else:
+            merged[name] = value
+    return merged

@@ -8,6 +8,7 @@ from django.contrib.messages import WARNING, get_messages
 from django.urls import reverse
 
 from runners.admin.catalogue import AgentTypeForm
+from runners.catalogue import runner_config
 from runners.models import RunnerDescriptor
 
 CHANGELIST = reverse("admin:runners_agentinstance_changelist")
@@ -140,3 +141,56 @@ def test_the_admin_form_takes_a_langbot_shaped_config_and_shows_the_runners_fiel
     help_text = AgentTypeForm(instance=saved).fields["runner_config"].help_text
     assert "model (model-fallback-selector, required)" in help_text
     assert "prompt (prompt-editor, default" in help_text
+
+
+# --- a runner's config, field by field ----------------------------------------------------
+
+FORMED_SCHEMA = [
+    {"name": "base-url", "type": "string", "label": {"en_US": "Base URL"}},
+    {"name": "api-key", "type": "secret", "label": {"en_US": "API key"}},
+    {"name": "mode", "type": "select", "options": [{"name": "chat"}, {"name": "workflow"}],
+     "default": "chat"},
+    {"name": "max-rounds", "type": "integer", "default": 3},
+    {"name": "prompt", "type": "prompt-editor"},
+]
+
+
+def change_form(agent_type, **fields):
+    return {"name": agent_type.name, "slug": agent_type.slug, "expertise": "[]",
+            "model_params": "{}", "tools_requiring_approval": "[]",
+            "runner_id": agent_type.runner_id, "runner_config": "{}", "kind": "llm",
+            "is_active": "on", "sub_agent_links-TOTAL_FORMS": "0",
+            "sub_agent_links-INITIAL_FORMS": "0", **fields}
+
+
+def test_a_runners_simple_config_fields_are_form_fields_and_its_secret_stays_write_only(
+        admin_browser, make_agent_type):
+    RunnerDescriptor.objects.create(
+        id="plugin:e2e/formed/runner", source=RunnerDescriptor.Source.PLUGIN,
+        runner_name="runner", plugin_author="e2e", plugin_name="formed",
+        config_schema=FORMED_SCHEMA)
+    agent_type = make_agent_type(runner_id="plugin:e2e/formed/runner")
+    url = reverse("admin:runners_agenttype_change", args=[agent_type.pk])
+
+    page = admin_browser.get(url).content.decode()
+    response = admin_browser.post(url, change_form(
+        agent_type, **{"runner_config__base-url": "http://127.0.0.1:9/v1",
+                       "runner_config__api-key": "sk-formed-secret",
+                       "runner_config__mode": "workflow", "runner_config__max-rounds": "5"}))
+
+    for name in ("base-url", "api-key", "mode", "max-rounds"):
+        assert f'name="runner_config__{name}"' in page
+    assert 'name="runner_config__prompt"' not in page  # the persona fills it
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    agent_type.refresh_from_db()
+    stored = agent_type.runner_config
+    assert {key: stored[key] for key in ("base-url", "mode", "max-rounds")} == {
+        "base-url": "http://127.0.0.1:9/v1", "mode": "workflow", "max-rounds": 5}
+    assert "sk-formed-secret" not in json.dumps(stored)  # sealed
+    assert "sk-formed-secret" not in admin_browser.get(url).content.decode()
+
+    admin_browser.post(url, change_form(agent_type, **{"runner_config__mode": "chat"}))
+    agent_type.refresh_from_db()
+    assert agent_type.runner_config["mode"] == "chat"
+    assert "base-url" not in agent_type.runner_config  # left blank: the runner's default
+    assert runner_config.secrets_set(agent_type.runner_config) == ["api-key"]  # kept
