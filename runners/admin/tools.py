@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin, messages
+from django.template.defaultfilters import linebreaksbr
 from django.utils.html import format_html, format_html_join
 
 from runners.admin.secret_fields import parse_secrets, secrets_field
@@ -48,7 +49,7 @@ class McpServerForm(forms.ModelForm):
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
     list_display = ["name", "transport", "target", "enabled", "tool_count", "tools_refreshed_at",
-                    "has_error"]
+                    "reachable"]
     list_filter = ["transport", "enabled"]
     search_fields = ["name", "command", "url"]
     readonly_fields = ["env_names", "header_names", "tool_list", "tools_refreshed_at",
@@ -70,9 +71,13 @@ class McpServerAdmin(admin.ModelAdmin):
     def tool_count(self, obj):
         return len(obj.tools)
 
-    @admin.display(description="Error", boolean=True)
-    def has_error(self, obj):
-        return bool(obj.last_error)
+    @admin.display(description="Reachable", boolean=True)
+    def reachable(self, obj):
+        """A tick once it listed its tools, a cross when it last failed (its error on its
+        page), unknown until it was tried."""
+        if obj.last_error:
+            return False
+        return True if obj.tools_refreshed_at else None
 
     @admin.display(description="Environment variables set")
     def env_names(self, obj):
@@ -94,8 +99,8 @@ class McpServerAdmin(admin.ModelAdmin):
                 self.message_user(request, format_html(
                     "MCP server '{}' lists {} tool(s): {}", server.name, len(result["tools"]),
                     _tools_html(result["tools"]) or "none"), messages.SUCCESS)
-            else:  # the error names the server
-                self.message_user(request, result["error"], messages.ERROR)
+            else:  # the error names the server; a server's stderr comes in lines
+                self.message_user(request, linebreaksbr(result["error"]), messages.ERROR)
 
 
 def _tools_html(tools: list[dict]):

@@ -41,6 +41,7 @@ from runners.runtime.host_process import host_process
 from runners.runtime.loop_bound import submit
 from runners.tools import mcp_servers
 from runners.tools.errors import ToolError
+from runners.tools.stderr_tail import StderrTail
 
 logger = logging.getLogger(__name__)
 
@@ -131,15 +132,20 @@ def _stdio_parameters(spec: ServerSpec) -> StdioServerParameters:
 
 
 @contextlib.asynccontextmanager
-async def _transport(spec: ServerSpec, on_end):
+async def _transport(spec: ServerSpec, on_end, stderr: StderrTail | None):
     async with contextlib.AsyncExitStack() as stack:
+        errlog = None
         if spec.transport == McpServer.Transport.STDIO:
-            streams = stdio_client(_stdio_parameters(spec))
+            parameters = _stdio_parameters(spec)
+            errlog = await stack.enter_async_context(stderr.pipe())
+            streams = stdio_client(parameters, errlog=errlog)
         else:
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT))
             streams = streamable_http_client(spec.url, http_client=http)
         read_stream, write_stream = await stack.enter_async_context(streams)
+        if errlog is not None:
+            errlog.close()  # the child has its own copy: its stderr ends when it does
         yield _WatchedReadStream(read_stream, on_end), write_stream
 
 
@@ -152,6 +158,7 @@ class _Session:
         self.client: Client | None = None
         self.tools: list[dict] = []
         self.alive = True
+        self.stderr: StderrTail | None = None  # a stdio server's, once opening
         self._closing = asyncio.Event()
         self._scope: anyio.CancelScope | None = None
         self._task: asyncio.Task | None = None
@@ -159,6 +166,8 @@ class _Session:
     async def open(self) -> None:
         """Start or reach the server and list its tools; raises what failed."""
         opened = asyncio.get_running_loop().create_future()
+        if self.spec.transport == McpServer.Transport.STDIO:
+            self.stderr = StderrTail(self.spec.name)
         self._task = asyncio.create_task(self._hold(opened), name=f"mcp:{self.spec.name}")
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
@@ -171,7 +180,8 @@ class _Session:
     async def _hold(self, opened: asyncio.Future) -> None:
         try:
             with anyio.CancelScope() as self._scope:
-                async with Client(_transport(self.spec, self._ended), cache=None) as client:
+                async with Client(_transport(self.spec, self._ended, self.stderr),
+                                  cache=None) as client:
                     self.client = client
                     if not opened.done():
                         opened.set_result(None)
@@ -286,7 +296,7 @@ class McpSessions:
                 server.failures += 1
                 server.retry_at = time.monotonic() + min(
                     BACKOFF_FIRST * 2 ** (server.failures - 1), BACKOFF_MAX)
-                server.error = _reason(exc)
+                server.error = _reason(exc) + (session.stderr.note() if session.stderr else "")
                 raise ToolError(f"MCP server '{spec.name}' could not be reached: "
                                 f"{server.error}") from exc
             server.session, server.failures, server.retry_at, server.error = session, 0, 0.0, ""

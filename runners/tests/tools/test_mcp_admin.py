@@ -85,6 +85,21 @@ def test_list_tools_shows_the_tools_or_the_error(admin_browser):
     assert "<code>add</code> Add two numbers." in change.content.decode()
 
 
+def test_the_list_marks_the_broken_server_not_the_healthy_one_and_shows_why(admin_browser):
+    good = McpServer.objects.create(name="adder", command=sys.executable, args=[str(SERVER)])
+    bad = McpServer.objects.create(name="crashes", command=sys.executable,
+                                   args=["-c", "import a_module_nobody_installed"])
+    untried = McpServer.objects.create(name="untried", command=sys.executable)
+
+    page = list_tools(admin_browser, good, bad).content.decode()
+    rows = {server.name: row for server in (good, bad, untried)
+            for row in page.split("<tr")[1:] if f">{server.name}<" in row}
+
+    assert "No module named &#x27;a_module_nobody_installed&#x27;" in page
+    assert "icon-yes" in rows["adder"] and "icon-no" in rows["crashes"]
+    assert "icon-unknown" in rows["untried"]
+
+
 def test_an_http_server_is_added_without_arguments(admin_browser, http_url):
     added = admin_browser.post(ADD, form(name="remote", transport="streamable-http",
                                          command="", args="", url=http_url))

@@ -145,6 +145,19 @@ async def test_a_server_that_exits_at_start_fails_clearly(registry):
         await registry.list_tools(spec)
 
 
+async def test_a_server_that_fails_at_start_says_why_in_its_own_words(registry):
+    spec = ServerSpec(key="broken", name="broken", transport="stdio", command=sys.executable,
+                      args=("-c", "import a_module_nobody_installed"))
+
+    with pytest.raises(ToolError) as failed:
+        await registry.list_tools(spec)
+
+    assert "'broken' could not be reached: the server closed the connection. Its stderr " \
+           "ended with:" in str(failed.value)
+    assert str(failed.value).endswith(
+        "ModuleNotFoundError: No module named 'a_module_nobody_installed'")
+
+
 async def test_an_unreachable_http_server_fails_clearly(registry):
     spec = ServerSpec(key="nowhere", name="nowhere", transport="streamable-http",
                       url="http://127.0.0.1:9/mcp")
