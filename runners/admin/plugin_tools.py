@@ -1,12 +1,20 @@
 from django.contrib import admin
 
 from ledger.admin import pretty
-from runners.models import ToolDescriptor
+from runners.models import McpServer, ToolDescriptor
+from runners.tools.mcp_servers import listed_tools
 
 
 @admin.register(ToolDescriptor)
 class ToolDescriptorAdmin(admin.ModelAdmin):
-    """Plugin tools the runtime listed. Discovery writes these; nobody edits them."""
+    """Plugin tools the runtime listed (discovery writes these; nobody edits them), then the
+    MCP servers' tools as each last listed them."""
+
+    change_list_template = "admin/runners/tooldescriptor/change_list.html"
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {
+            **(extra_context or {}), "mcp_tools": listed_tools(McpServer.objects.order_by("name"))})
 
     list_display = ["id", "name", "plugin_identity", "available", "last_seen_at"]
     list_filter = ["available", "plugin_author", "plugin_name"]

@@ -76,3 +76,20 @@ def env_names(server: McpServer) -> list[str]:
 
 def header_names(server: McpServer) -> list[str]:
     return _names(headers, server)
+
+
+MCP_TOOL_PREFIX = "mcp:"
+
+
+def listed_tools(servers) -> list[dict]:
+    """The tools of `servers` as each last listed them (`McpServer.tools`), in the shape of a
+    plugin tool's descriptor: id `mcp:<server>/<tool>`, `source` mcp, `server` its name;
+    available while its server is enabled and was reached when last tried."""
+    return [{"id": f"{MCP_TOOL_PREFIX}{server.name}/{tool['name']}", "name": tool["name"],
+             "source": "mcp", "server": server.name, "plugin": None, "plugin_author": "",
+             "plugin_name": "", "label": {}, "description": tool.get("description") or "",
+             "parameters": tool.get("inputSchema") or {},
+             "available": server.enabled and not server.last_error,
+             "last_seen_at": server.tools_refreshed_at}
+            for server in servers for tool in server.tools or []
+            if isinstance(tool, dict) and tool.get("name")]
