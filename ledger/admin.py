@@ -313,6 +313,23 @@ class ConversationAdmin(ReadOnlyAdmin):
 CONVERSATION_ROWS = 200
 
 
+def tool_calls_by_run(run_ids: set[str]) -> dict[str, list[dict]]:
+    """The tools each run called, in order, with their arguments and how each ended."""
+    calls: dict[str, dict[str, dict]] = {}
+    for run_id, type_, data in AgentRunEvent.objects.filter(
+            run_id__in=run_ids, type__in=("tool.call.started", "tool.call.completed"),
+            source="runner").order_by("run_id", "sequence").values_list(
+            "run_id", "type", "data_json"):
+        call = calls.setdefault(run_id, {}).setdefault(
+            data.get("tool_call_id") or str(len(calls[run_id])), {"name": data.get("tool_name")})
+        if type_ == "tool.call.started":
+            call["arguments"] = json.dumps(data.get("parameters") or {})[:300]
+        else:
+            call["outcome"] = (f"failed: {data['error']}" if data.get("error") else
+                               json.dumps(data.get("result"))[:300])
+    return {run_id: list(by_id.values()) for run_id, by_id in calls.items()}
+
+
 def conversation_page(conversation: Conversation) -> dict:
     """The conversation's transcript, its state by scope, its artifacts and its runs."""
     conversation_id = conversation.conversation_id
@@ -320,9 +337,14 @@ def conversation_page(conversation: Conversation) -> dict:
     for row in AgentRunnerState.objects.filter(conversation_id=conversation_id) \
             .order_by("scope", "state_key")[:CONVERSATION_ROWS]:
         state.setdefault(row.scope, []).append(row)
+    transcript = list(Transcript.objects.filter(conversation_id=conversation_id)
+                      .order_by("id")[:CONVERSATION_ROWS])
+    calls = tool_calls_by_run({entry.run_id for entry in transcript
+                               if entry.run_id and entry.role != "user"})
+    for entry in transcript:  # a run's calls above its first reply
+        entry.tool_calls = calls.pop(entry.run_id, []) if entry.role != "user" else []
     return {
-        "transcript": Transcript.objects.filter(conversation_id=conversation_id)
-        .order_by("id")[:CONVERSATION_ROWS],
+        "transcript": transcript,
         "state_by_scope": sorted(state.items()),
         "artifacts": Artifact.objects.filter(conversation_id=conversation_id)
         .order_by("name", "-version")[:CONVERSATION_ROWS],

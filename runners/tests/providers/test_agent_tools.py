@@ -280,3 +280,16 @@ async def test_the_conversation_socket_shows_the_tool_call_as_it_happens(
 
     direct = [frame["type"] for frame in frames if frame["type"] != "run.event"]
     assert direct[:3] == ["run.started", "tool.call.started", "tool.call.completed"]
+
+
+def test_the_conversation_page_shows_the_tool_calls_above_the_reply(
+        user_client, admin_browser, calc_agent, openai_server):
+    openai_server.script(ADD, Reply(text="2 + 3 is 5."))
+    body = ask(user_client, calc_agent)
+    conversation = Conversation.objects.get(conversation_id=body["conversation_id"])
+
+    page = admin_browser.get(f"/admin/ledger/conversation/{conversation.pk}/change/")
+
+    html = page.content.decode()
+    assert 'add({&quot;a&quot;: 2, &quot;b&quot;: 3})</code> → <code>' in html
+    assert html.index("add({") < html.index("2 + 3 is 5.")
