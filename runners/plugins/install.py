@@ -9,6 +9,7 @@ installing its requirements into the plugin's own folder first (`requirements`),
 restarting LangHost.
 """
 
+import importlib
 import shutil
 import uuid
 import zipfile
@@ -16,7 +17,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from langbot_plugin.runtime.plugin.artifact import PluginArtifactStore
 
 from runners.execution.registry import disable_plugin_runners_sync
 from runners.hostapi.host import installation_for_sync
@@ -47,7 +47,7 @@ def install_plugin(data: bytes, filename: str) -> PluginInstallation:
     staging.mkdir(parents=True)
     try:
         try:
-            PluginArtifactStore._extract_verified_zip(data, staging)
+            _artifacts().PluginArtifactStore._extract_verified_zip(data, staging)
         except zipfile.BadZipFile:
             raise PluginRefused(f"{filename} is not a zip or .lbpkg package.") from None
         except ValueError as exc:
@@ -65,6 +65,12 @@ def install_plugin(data: bytes, filename: str) -> PluginInstallation:
         shutil.rmtree(staging, ignore_errors=True)
     return installation_for_sync(instance_id(), folder.author, folder.name,
                                  folder.version)
+
+
+def _artifacts():
+    """The SDK's package store, loaded on first use: the web process that never installs a
+    plugin does not carry the SDK's runtime."""
+    return importlib.import_module("langbot_plugin.runtime.plugin.artifact")
 
 
 def _package_root(unpacked: Path) -> Path:
