@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
 
@@ -57,6 +57,9 @@ class HostProcess:
         self._lock = threading.Lock()
         # Set once the process stops its runs: a queued run waiting here starts no more.
         self.stopping = False
+        # What holds resources on this loop and closes them when the process stops (MCP
+        # sessions and their servers): registered by whoever opened them.
+        self.closers: list[Callable[[], Awaitable]] = []
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -162,6 +165,21 @@ class HostProcess:
             await asyncio.sleep(0.02)
         await sync_to_async(runs.fail_owned_runs_sync)(self.owner_id, reason,
                                                        RunStatus.CANCELLED)
+
+
+    def close_on_stop(self, close: Callable[[], Awaitable]) -> None:
+        self.closers.append(close)
+
+    async def close_resources(self, timeout: float) -> None:
+        """Close what was registered (`close_on_stop`), within `timeout` in all; a closer that
+        fails is logged, the others still run."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                for close in self.closers:
+                    try:
+                        await close()
+                    except Exception:
+                        logger.exception("closing %r at the process's stop failed", close)
 
 
 _process: HostProcess | None = None

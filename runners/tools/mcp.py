@@ -400,16 +400,12 @@ def sessions() -> McpSessions:
     global _process_sessions
     with _process_lock:
         if _process_sessions is None:
-            _process_sessions = McpSessions(host_process().loop)
+            process = host_process()
+            _process_sessions = McpSessions(process.loop)
+            # A server stopping closes them before its loop stops; else the process's exit.
+            process.close_on_stop(_process_sessions.close)
             atexit.register(_close_at_exit, _process_sessions)
         return _process_sessions
-
-
-async def close_sessions() -> None:
-    """Close this process's sessions, if it opened any (a server stopping: its stdio servers
-    end with them, before its loop stops)."""
-    if _process_sessions is not None:
-        await _process_sessions.close()
 
 
 def _close_at_exit(registry: McpSessions) -> None:

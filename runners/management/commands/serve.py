@@ -1,5 +1,4 @@
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -75,7 +74,6 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from runners.box.server import stop_box_server
     from runners.conversations import work
     from runners.runtime.host_process import host_process
-    from runners.tools.mcp import close_sessions
 
     _pass_bodies_through(http_protocol.WebRequest)
     _wait_for_close_handshakes(daphne_server)
@@ -123,9 +121,8 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
             logger.exception("ending the runs in flight failed; stopping anyway")
         finally:
             await stop_box_server()
-            with contextlib.suppress(Exception):  # logged by the sessions; stop regardless
-                async with asyncio.timeout(SHUTDOWN_GRACE_SECONDS):
-                    await close_sessions()  # MCP servers end now, not at the process's exit
+            # MCP servers end now, not at the process's exit (its loop would be stopped).
+            await host_process().close_resources(SHUTDOWN_GRACE_SECONDS)
             server.stop()
 
     def on_signal(signum, frame) -> None:
