@@ -34,6 +34,7 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ECHO = "plugin:e2e/agent-runner-qa/default"
 SLOW = "plugin:e2e/agent-runner-qa/slow"
 CONFIRM = "plugin:e2e/agent-runner-qa/confirm"
+COMMUNITY = "plugin:e2e/agent-runner-qa/community"
 STREAMING_ECHO = "plugin:langhost/examples/echo"
 OUTSIDER_EMAIL = "outsider@example.com"
 OUTSIDER_PASSWORD = "Outsider-Passw0rd-77"
@@ -54,8 +55,13 @@ echo = AgentType.objects.create(name="E2E echo", slug="e2e-echo", runner_id={ech
 agent = AgentInstance.objects.create(name="Echo agent", project=project, agent_type=echo)
 asker = AgentType.objects.create(name="E2E confirm", slug="e2e-confirm", runner_id={confirm!r})
 confirm = AgentInstance.objects.create(name="Confirm agent", project=project, agent_type=asker)
+replier = AgentType.objects.create(name="E2E community", slug="e2e-community",
+                                   runner_id={community!r})
+community = AgentInstance.objects.create(name="Community agent", project=project,
+                                         agent_type=replier)
 print(json.dumps({{"project_id": str(project.pk), "agent_id": str(agent.pk),
-                  "confirm_agent_id": str(confirm.pk)}}))
+                  "confirm_agent_id": str(confirm.pk),
+                  "community_agent_id": str(community.pk)}}))
 """
 
 
@@ -77,6 +83,7 @@ class Server:
         self.project_id = seeded["project_id"]
         self.agent_id = seeded["agent_id"]
         self.confirm_agent_id = seeded["confirm_agent_id"]
+        self.community_agent_id = seeded["community_agent_id"]
         self.http = httpx.Client(base_url=url, timeout=scaled(30.0))
         self.admin_token = self.login(ADMIN_EMAIL, ADMIN_PASSWORD)
         self.outsider_token = self.login(OUTSIDER_EMAIL, OUTSIDER_PASSWORD)
@@ -117,14 +124,15 @@ def browser_server(tmp_path_factory):
     url, process = start_daphne(overrides)
     try:
         seed = SEED.format(admin=ADMIN_EMAIL, outsider=OUTSIDER_EMAIL,
-                           outsider_password=OUTSIDER_PASSWORD, echo=ECHO, confirm=CONFIRM)
+                           outsider_password=OUTSIDER_PASSWORD, echo=ECHO, confirm=CONFIRM,
+                           community=COMMUNITY)
         result = subprocess.run([str(PYTHON), "manage.py", "shell", "-c", seed], cwd=ROOT,
                                 env=daphne_environ(overrides), capture_output=True, text=True,
                                 timeout=scaled(60))
         assert result.returncode == 0, result.stderr
         server = Server(url, json.loads(result.stdout.strip().splitlines()[-1]))
         server.env = daphne_environ(overrides)
-        server.wait_for_runners(ECHO, SLOW, STREAMING_ECHO, CONFIRM)
+        server.wait_for_runners(ECHO, SLOW, STREAMING_ECHO, CONFIRM, COMMUNITY)
         yield server
         server.http.close()
     finally:

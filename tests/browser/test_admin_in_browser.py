@@ -44,6 +44,25 @@ def timeline_types(browser, tbody_id: str) -> list[str]:
             for row in browser.find_elements(By.CSS_SELECTOR, f"#{tbody_id} tr.run-event")]
 
 
+def test_the_playground_shows_the_tools_an_agent_calls_above_its_reply(browser, browser_server):
+    browser.get(f"{browser_server.url}/admin/playground/")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
+               what="the playground")
+    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
+        f"agent:{browser_server.community_agent_id}")
+    browser.find_element(By.ID, "playground-input").send_keys("/demo echo hi")
+    browser.find_element(By.ID, "playground-send").click()
+
+    # The runner answers through the host's event_reply tool: the SDK reports the call.
+    lines = wait_until(lambda: [el.text for el in browser.find_elements(
+        By.CSS_SELECTOR, ".chat-agent .chat-tool")] or None, what="the tool call lines")
+    assert lines[0].startswith("calls event_reply(") and '"text"' in lines[0]
+    wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".chat-agent .chat-tool")) == 2,
+               what="the call's end")
+    assert browser.find_elements(By.CSS_SELECTOR, ".chat-agent .chat-tool")[1].text.startswith(
+        "event_reply returned")
+
+
 def test_edit_and_resend_in_the_playground_goes_on_in_a_fork(browser, browser_server):
     browser.get(f"{browser_server.url}/admin/playground/")
     wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
