@@ -8,7 +8,7 @@ from channels.layers import get_channel_layer
 
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
-from runners.execution import orchestrator
+from runners.execution import journal, orchestrator
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from tests.timing import scaled
@@ -39,7 +39,10 @@ def writes(monkeypatch) -> list[list[str]]:
 
 
 async def test_a_short_run_its_caller_waits_for_is_written_in_one_transaction(qa_gateway,
-                                                                               writes):
+                                                                               writes,
+                                                                               monkeypatch):
+    # What ends within the start's patience: however slow the machine, the echo does.
+    monkeypatch.setattr(journal, "START_PATIENCE_SECONDS", scaled(1.0))
     event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
 
     outcome = await Orchestrator(qa_gateway).run_to_end(event, binding(ECHO), wait_durable=False)
