@@ -131,7 +131,16 @@ def test_a_run_a_runtime_worker_streams_is_in_the_requests_trace(
                 return [s for s in spans if s["name"] == f"runner {QA_DEFAULT}"
                         and s["attributes"].get("langhost.run.id") == outcome["run_id"]]
 
-            spans = receiver.wait_for(lambda spans: bool(streamed(spans)))
+            def run_spans(spans):
+                return [s for s in spans if s["name"].startswith("invoke_agent")
+                        and s["attributes"].get("langhost.run.id") == outcome["run_id"]]
+
+            def all_exported(spans):  # each process exports its spans in its own batches
+                runs = run_spans(spans)
+                return bool(streamed(spans) and runs and any(
+                    s["span_id"] == runs[0]["parent_id"] for s in spans))
+
+            spans = receiver.wait_for(all_exported)
         finally:
             stop_daphne(web)
     finally:
@@ -140,8 +149,7 @@ def test_a_run_a_runtime_worker_streams_is_in_the_requests_trace(
 
     assert outcome["status"] == "completed"
     (elsewhere,) = streamed(spans)
-    (run,) = [s for s in spans if s["name"].startswith("invoke_agent")
-              and s["attributes"].get("langhost.run.id") == outcome["run_id"]]
+    (run,) = run_spans(spans)
     (request,) = [s for s in spans if s["span_id"] == run["parent_id"]]
     assert (elsewhere["service"], run["service"]) == ("langhost-runtime", "langhost")
     assert elsewhere["trace_id"] == run["trace_id"] == request["trace_id"]
