@@ -39,17 +39,25 @@ def start_streamed_run(server, text: str) -> tuple[dict, threading.Thread]:
     return started, reader
 
 
+def chat_with(browser, agent_id: str) -> None:
+    """Once the playground is ready, pick the agent to talk to."""
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
+               what="the playground")
+    Select(browser.find_element(By.ID, "playground-target")).select_by_value(f"agent:{agent_id}")
+
+
+def open_playground(browser, server, agent_id: str) -> None:
+    browser.get(f"{server.url}/admin/playground/")
+    chat_with(browser, agent_id)
+
+
 def timeline_types(browser, tbody_id: str) -> list[str]:
     return [row.get_attribute("data-type")
             for row in browser.find_elements(By.CSS_SELECTOR, f"#{tbody_id} tr.run-event")]
 
 
 def test_the_playground_shows_the_tools_an_agent_calls_above_its_reply(browser, browser_server):
-    browser.get(f"{browser_server.url}/admin/playground/")
-    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
-               what="the playground")
-    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
-        f"agent:{browser_server.community_agent_id}")
+    open_playground(browser, browser_server, browser_server.community_agent_id)
     browser.find_element(By.ID, "playground-input").send_keys("/demo echo hi")
     browser.find_element(By.ID, "playground-send").click()
 
@@ -64,11 +72,7 @@ def test_the_playground_shows_the_tools_an_agent_calls_above_its_reply(browser, 
 
 
 def test_edit_and_resend_in_the_playground_goes_on_in_a_fork(browser, browser_server):
-    browser.get(f"{browser_server.url}/admin/playground/")
-    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
-               what="the playground")
-    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
-        f"agent:{browser_server.agent_id}")
+    open_playground(browser, browser_server, browser_server.agent_id)
     for text in ("first words", "second words"):
         browser.find_element(By.ID, "playground-input").send_keys(text)
         browser.find_element(By.ID, "playground-send").click()
@@ -99,10 +103,7 @@ def test_chat_with_the_echo_agent_in_the_playground_then_open_the_run(
         browser, browser_server, artifacts):
     browser.get(f"{browser_server.url}/admin/")
     browser.find_element(By.ID, "dash-playground-link").click()
-    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
-               what="the playground")
-    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
-        f"agent:{browser_server.agent_id}")
+    chat_with(browser, browser_server.agent_id)
     browser.find_element(By.ID, "playground-input").send_keys("hello from chromium")
     browser.find_element(By.ID, "playground-file").send_keys(str(Path(__file__).parent / "conftest.py"))
     browser.find_element(By.ID, "playground-send").click()
@@ -239,11 +240,7 @@ def test_swagger_ui_renders_the_api_under_the_content_security_policy(browser, b
 
 def test_a_runs_question_is_a_form_in_the_playground_and_its_answer_resumes_the_agent(
         browser, browser_server):
-    browser.get(f"{browser_server.url}/admin/playground/")
-    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#playground[data-ready='1']"),
-               what="the playground")
-    Select(browser.find_element(By.ID, "playground-target")).select_by_value(
-        f"agent:{browser_server.confirm_agent_id}")
+    open_playground(browser, browser_server, browser_server.confirm_agent_id)
     browser.find_element(By.ID, "playground-input").send_keys("deploy")
     browser.find_element(By.ID, "playground-send").click()
 
