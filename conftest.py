@@ -17,7 +17,8 @@ _counter = itertools.count(1)
 
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
-    """PBKDF2 at production strength costs ~0.3 s per user; tests do not need it."""
+    """Production-strength hashing costs a tenth of a second per user; tests do not need it
+    (accounts/tests/test_password_hashing.py checks it)."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
