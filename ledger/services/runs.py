@@ -329,6 +329,17 @@ class ResultWrite:
     finish: tuple[str, str, dict | None, bool, bool] | None = None
 
 
+@dataclass
+class RunResults:
+    """What `record_results` writes for one run: its results in order, its model calls made
+    meanwhile, and its own rows when its start was kept back."""
+
+    run_id: str
+    writes: list[ResultWrite]
+    model_calls: list[dict] = ()
+    start: PendingStart | None = None
+
+
 @sync_to_async
 def record_results(run_id: str, writes: list[ResultWrite],
                    model_calls: list[dict] = (), start: PendingStart | None = None) -> dict | None:
@@ -336,34 +347,53 @@ def record_results(run_id: str, writes: list[ResultWrite],
     model calls made meanwhile (`ModelCall` rows, first: a run's end sums them), in one
     transaction, after the run's own rows when its `start` was kept back. When one of the
     results ends the run, the run's outcome is returned (see `finish_run`)."""
-    ended = None
+    return _record_all([RunResults(run_id, writes, model_calls, start)])[0]
+
+
+@sync_to_async
+def record_many(batch: list[RunResults]) -> list[dict | None]:
+    """`record_results` of several runs in one transaction (a group commit): each run's
+    outcome, or None, in order. One run's failure rolls back them all."""
+    return _record_all(batch)
+
+
+def _record_all(batch: list[RunResults]) -> list[dict | None]:
     with transaction.atomic():
-        if model_calls:
-            insert_rows(ModelCall, list(model_calls))
-            rollups.model_calls_recorded(list(model_calls))
-        finish = next((write.finish for write in writes if write.finish is not None), None)
-        if start is not None and finish is not None:
-            # Started and ended in one batch: the row is written as it ends, not updated.
-            ended = _write_start(start, finish)
-            writes = [replace(write, finish=None) for write in writes]
-        elif start is not None:
-            _write_start(start)
-        if writes:
-            insert_rows(AgentRunEvent, [
-                {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
-                 "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {},
-                 "created_at": w.created_at or timezone.now()}
-                for w in writes
-            ])
-        for write in writes:
-            if write.state is not None:
-                runner_state.upsert(write.state)
-            if write.transcript is not None:
-                insert_rows(Transcript, [write.transcript])
-            if write.finish is not None:
-                ended = _finish_sync(run_id, *write.finish)
-    if start is not None:
-        _remember_grants(start.run)
+        ended = [_record(item.run_id, item.writes, item.model_calls, item.start)
+                 for item in batch]
+    for item in batch:
+        if item.start is not None:
+            _remember_grants(item.start.run)
+    return ended
+
+
+def _record(run_id: str, writes: list[ResultWrite], model_calls: list[dict],
+            start: PendingStart | None) -> dict | None:
+    ended = None
+    if model_calls:
+        insert_rows(ModelCall, list(model_calls))
+        rollups.model_calls_recorded(list(model_calls))
+    finish = next((write.finish for write in writes if write.finish is not None), None)
+    if start is not None and finish is not None:
+        # Started and ended in one batch: the row is written as it ends, not updated.
+        ended = _write_start(start, finish)
+        writes = [replace(write, finish=None) for write in writes]
+    elif start is not None:
+        _write_start(start)
+    if writes:
+        insert_rows(AgentRunEvent, [
+            {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
+             "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {},
+             "created_at": w.created_at or timezone.now()}
+            for w in writes
+        ])
+    for write in writes:
+        if write.state is not None:
+            runner_state.upsert(write.state)
+        if write.transcript is not None:
+            insert_rows(Transcript, [write.transcript])
+        if write.finish is not None:
+            ended = _finish_sync(run_id, *write.finish)
     return ended
 
 

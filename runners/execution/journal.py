@@ -1,11 +1,13 @@
 """What the orchestrator writes to the ledger: a run's start, its results, the rows of an event.
 
 `start_run` creates the run row with the event log row and the user's transcript entry;
-`Journal` then writes the run's results by group commit, beside the run loop.
+`Journal` then writes the run's results by group commit, beside the run loop, and
+`GroupCommit` commits what the runs of the process write at the same time together.
 """
 
 import asyncio
 import time
+import weakref
 from datetime import UTC, datetime
 
 from ledger.services import runs as ledger
@@ -157,8 +159,8 @@ class Journal:
                     self.start_timer.cancel()
                     self.start_timer = None
                 began = time.perf_counter()
-                ended = await ledger.record_results(self.run_id, [write for write, _ in batch],
-                                                    calls, start)
+                ended = await group_commit().record(ledger.RunResults(
+                    self.run_id, [write for write, _ in batch], calls, start))
                 metrics.JOURNAL_COMMITS.observe(time.perf_counter() - began)
                 if batch:
                     self.committed_sequence = batch[-1][0].sequence
@@ -170,6 +172,62 @@ class Journal:
         except Exception as exc:  # surfaced by the next add(), durable() or drain()
             self.error = exc
             self._wake()
+
+
+class GroupCommit:
+    """Commits the results of the runs of one event loop: what runs write while a transaction
+    is under way waits for it, and then goes in one transaction for all of them, not one each
+    (a busy process commits a few runs at a time; an idle one, each at once).
+
+    A batch that fails is written again run by run, so one run's bad write fails that run
+    alone."""
+
+    def __init__(self):
+        self.queue: list[tuple[ledger.RunResults, asyncio.Future]] = []
+        self.writer: asyncio.Task | None = None
+
+    async def record(self, results: ledger.RunResults) -> dict | None:
+        """Write `results` (see `ledger.record_results`); the run's outcome if they ended it."""
+        written = asyncio.get_running_loop().create_future()
+        self.queue.append((results, written))
+        if self.writer is None:
+            self.writer = asyncio.ensure_future(self._write())
+        return await asyncio.shield(written)
+
+    async def _write(self) -> None:
+        try:
+            while self.queue:
+                batch, self.queue = self.queue, []
+                if len(batch) > 1:
+                    try:
+                        outcomes = await ledger.record_many([results for results, _ in batch])
+                    except Exception:
+                        pass  # each on its own below
+                    else:
+                        for (_, written), outcome in zip(batch, outcomes, strict=True):
+                            written.set_result(outcome)
+                        continue
+                for results, written in batch:
+                    try:
+                        written.set_result(await ledger.record_results(
+                            results.run_id, results.writes, results.model_calls, results.start))
+                    except Exception as exc:
+                        written.set_exception(exc)
+        finally:
+            self.writer = None
+
+
+_group_commits: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupCommit]" = \
+    weakref.WeakKeyDictionary()
+
+
+def group_commit() -> GroupCommit:
+    """The running loop's `GroupCommit`."""
+    loop = asyncio.get_running_loop()
+    commit = _group_commits.get(loop)
+    if commit is None:
+        commit = _group_commits[loop] = GroupCommit()
+    return commit
 
 
 # The part of a run's authorization snapshot that is its own (the rest, its binding's, is
