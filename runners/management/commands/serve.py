@@ -1,4 +1,7 @@
 import asyncio
+import ctypes
+import ctypes.util
+import gc
 import logging
 import os
 import signal
@@ -111,6 +114,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
         database_ready.set()
         if not settings.LANGHOST_RUNTIME_WORKER:  # else the runtime workers do it
             work.start()
+        await asyncio.to_thread(_give_back_startup_memory)
 
     async def shut_down() -> None:
         for listening in server.listeners:  # take no more requests
@@ -140,6 +144,18 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
 
 class PortUnavailable(Exception):
     pass
+
+
+def _give_back_startup_memory() -> None:
+    """Migrating renders every model's historical states once: garbage the server would keep
+    as resident memory for its whole life. Collected, and the C heap's free pages handed back
+    to the system (glibc's `malloc_trim`; elsewhere the collection alone). Once requests are
+    answered: the first ones need not wait for it."""
+    gc.collect()
+    libc_name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(libc_name) if libc_name else None
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 def _start_runtime(database_ready: asyncio.Event) -> None:
