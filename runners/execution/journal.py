@@ -195,6 +195,7 @@ class GroupCommit:
         return await asyncio.shield(written)
 
     async def _write(self) -> None:
+        batch = []
         try:
             while self.queue:
                 batch, self.queue = self.queue, []
@@ -213,6 +214,12 @@ class GroupCommit:
                             results.run_id, results.writes, results.model_calls, results.start))
                     except Exception as exc:
                         written.set_exception(exc)
+        except asyncio.CancelledError:  # the loop is going away: nobody waits for ever
+            for _, written in batch + self.queue:
+                if not written.done():
+                    written.cancel()
+            self.queue = []
+            raise
         finally:
             self.writer = None
 
