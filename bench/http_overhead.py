@@ -219,7 +219,7 @@ async def main(runs: int, seconds: float, tmp: Path) -> None:
               f"p95 {result['p95'] * 1000:.2f} ms, {CONCURRENCY}-way {result['throughput']:.1f} runs/s")
     print(f"cold start to the first plugin run over HTTP: {cold_start:.2f} s; "
           f"web process RSS after the load: {web_rss:.0f} MiB ({others})")
-    print("targets: latency_ratio <= 1.8, throughput_ratio >= 0.6, cold_start_s <= 2.5, "
+    print("targets: latency_ratio <= 1.6, throughput_ratio >= 0.7, cold_start_s <= 2.0, "
           "web_rss_mib <= 150")
     print(f"http: latency_ratio={http['median'] / bare['median']:.2f} "
           f"throughput_ratio={http['throughput'] / bare['throughput']:.2f} "
