@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
                 ('runner_id', models.CharField(max_length=255)),
                 ('conversation_id', models.CharField(blank=True, default='', max_length=255)),
                 ('thread_id', models.CharField(blank=True, default='', max_length=255)),
-                ('project_id', models.CharField(blank=True, db_index=True, default='', max_length=64)),
+                ('project_id', models.CharField(blank=True, default='', max_length=64)),
                 ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('timeout', 'Timeout')], default='queued', max_length=16)),
                 ('status_reason', models.TextField(blank=True, default='')),
                 ('execution_owner_id', models.CharField(blank=True, default='', max_length=128)),
@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('actor_type', models.CharField(blank=True, default='', max_length=64)),
-                ('actor_id', models.CharField(blank=True, db_index=True, default='', max_length=255)),
+                ('actor_id', models.CharField(blank=True, default='', max_length=255)),
             ],
             options={
                 'db_table': 'agent_run',
@@ -272,16 +272,6 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='agentrun',
             index=models.Index(fields=['status', 'execution_owner_id'], name='agent_run_status_owner'),
-        ),
-        migrations.AlterField(
-            model_name='agentrun',
-            name='actor_id',
-            field=models.CharField(blank=True, default='', max_length=255),
-        ),
-        migrations.AlterField(
-            model_name='agentrun',
-            name='project_id',
-            field=models.CharField(blank=True, default='', max_length=64),
         ),
         migrations.AddIndex(
             model_name='agentrun',
