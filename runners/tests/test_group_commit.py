@@ -30,8 +30,8 @@ def results(run_id: str, sequence: int) -> ledger.RunResults:
 
 @pytest.fixture
 def transactions(monkeypatch) -> list[list[str]]:
-    """The runs each transaction wrote for, in order; the first one is held until the test
-    sets `transactions.release`."""
+    """The runs each transaction wrote for, in order, and the event that releases the first
+    one (held until the test sets it)."""
     seen: list[list[str]] = []
     release = asyncio.Event()
     one, many = ledger.record_results, ledger.record_many

@@ -1,6 +1,5 @@
 import asyncio
 import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -152,10 +151,9 @@ def _give_back_startup_memory() -> None:
     to the system (glibc's `malloc_trim`; elsewhere the collection alone). Once requests are
     answered: the first ones need not wait for it."""
     gc.collect()
-    libc_name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(libc_name) if libc_name else None
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
+    process = ctypes.CDLL(None)  # the symbols the process has loaded, the C library's among them
+    if hasattr(process, "malloc_trim"):
+        process.malloc_trim(0)
 
 
 def _start_runtime(database_ready: asyncio.Event) -> None:
