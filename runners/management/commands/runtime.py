@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from langhost.process_memory import settle_after_startup
 from langhost.startup_lock import apply_migrations
 from runners.conversations import work
 from runners.observability import tracing
@@ -88,6 +89,7 @@ class Command(BaseCommand):
                               + ", ".join(d.pk for d in stored))
             self.stdout.flush()  # a pipe (service manager, test) sees the line now
             work.start()  # queued runs whose process went away, schedules
+            await asyncio.to_thread(settle_after_startup)
             await worker.serve(local, get_channel_layer())  # on this loop: no hand-over
         finally:
             await gateway.stop()

@@ -1,6 +1,4 @@
 import asyncio
-import ctypes
-import gc
 import logging
 import os
 import signal
@@ -12,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.first_admin import setup_token
 from accounts.models import User
+from langhost.process_memory import settle_after_startup
 from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
 
@@ -113,7 +112,8 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
         database_ready.set()
         if not settings.LANGHOST_RUNTIME_WORKER:  # else the runtime workers do it
             work.start()
-        await asyncio.to_thread(_give_back_startup_memory)
+        # Once requests are answered: the first ones need not wait for it.
+        await asyncio.to_thread(settle_after_startup)
 
     async def shut_down() -> None:
         for listening in server.listeners:  # take no more requests
@@ -143,17 +143,6 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
 
 class PortUnavailable(Exception):
     pass
-
-
-def _give_back_startup_memory() -> None:
-    """Migrating renders every model's historical states once: garbage the server would keep
-    as resident memory for its whole life. Collected, and the C heap's free pages handed back
-    to the system (glibc's `malloc_trim`; elsewhere the collection alone). Once requests are
-    answered: the first ones need not wait for it."""
-    gc.collect()
-    process = ctypes.CDLL(None)  # the symbols the process has loaded, the C library's among them
-    if hasattr(process, "malloc_trim"):
-        process.malloc_trim(0)
 
 
 def _start_runtime(database_ready: asyncio.Event) -> None:
