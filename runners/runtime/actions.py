@@ -83,6 +83,13 @@ class HostHandler(Handler):
             return json.loads(message)
         return await super()._decode_message(message, blocking_scope=blocking_scope)
 
+    # The SDK also encodes every outgoing frame in a worker thread. Encoding (pydantic's dump,
+    # json's C encoder) holds the GIL from start to end, so there it stalls the loop as long as
+    # it would here, plus the hop to the thread and back: a run's frames are encoded here.
+    async def _encode_message(self, payload: Any, *, action_context: Any = None,
+                              blocking_scope: str | None = None) -> str:
+        return json.dumps(payload.model_dump() if hasattr(payload, "model_dump") else payload)
+
     async def _validate_message_model(self, model_type: Any, payload: Any, *,
                                       blocking_scope: str | None = None) -> Any:
         if model_type in SHALLOW_FRAME_MODELS:
