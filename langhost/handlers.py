@@ -27,7 +27,7 @@ from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers import asgi
 from django.db import close_old_connections, reset_queries
-from django.urls import Resolver404, resolve, set_script_prefix
+from django.urls import Resolver404, get_resolver, set_script_prefix
 
 # Executors kept for the next requests; past a burst, the ones beyond this are shut down.
 IDLE_EXECUTORS_KEPT = 32
@@ -45,7 +45,9 @@ def serves_async_view(scope) -> bool:
     if root and path.startswith(root):
         path = path[len(root):]
     try:
-        scope[RESOLVED] = resolve(path)
+        # The root URLconf's resolver, as `resolve()` would find it: no request has chosen
+        # another one yet, so the asgiref-local override it looks up first is not read.
+        scope[RESOLVED] = get_resolver().resolve(path)
     except Resolver404:
         return False
     return iscoroutinefunction(scope[RESOLVED].func)

@@ -77,6 +77,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
+    _no_access_log_lines(http_protocol.HTTPFactory)
     _wait_for_close_handshakes(daphne_server)
     loop = reactor._asyncioEventloop
     database_ready = asyncio.Event()
@@ -179,6 +180,12 @@ def _wait_for_close_handshakes(daphne_server) -> None:
 
     if factory.__name__ != PatientWebSocketFactory.__name__:
         daphne_server.WebSocketFactory = PatientWebSocketFactory
+
+
+def _no_access_log_lines(factory_class) -> None:
+    """Twisted formats a combined-log line for every request, which daphne (at the verbosity
+    `serve` runs it with) sends nowhere: so none is formatted."""
+    factory_class.log = lambda self, request: None
 
 
 def _pass_bodies_through(request_class) -> None:
