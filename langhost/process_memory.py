@@ -6,7 +6,7 @@ import gc
 # How many more container objects than were freed make the collector look at the young ones.
 # Python's default (700) had the web process collect every few runs under load, each time
 # walking the objects of the requests in flight; nearly all of them die by their reference
-# count anyway. (`bench/http_overhead.py` shows the difference in the web process's CPU.)
+# count anyway.
 YOUNG_COLLECTION_THRESHOLD = 10_000
 
 
