@@ -552,12 +552,18 @@ async def execute(prepared: PreparedRun, wait_durable: bool = True,
             async for message in messages:
                 yield message
         prepared.ended = orchestrator.outcomes.pop(prepared.run_id, None)
-        if prepared.ended and prepared.ended.get("run_id") and await sync_to_async(
-                _queue_webhooks)(prepared):
+        if prepared.ended and prepared.ended.get("run_id") and _may_have_webhooks(prepared) \
+                and await sync_to_async(_queue_webhooks)(prepared):
             webhook_worker.wake()
     finally:
         if agent_pk:
             await _after_run(agent_pk, prepared.event.conversation_id)
+
+
+def _may_have_webhooks(prepared: PreparedRun) -> bool:
+    """Whether the run's outcome could go anywhere: without its own URL, an agent (its type's)
+    or a project (the project's), there is nothing to look up."""
+    return bool(prepared.webhook or prepared.agent or prepared.event.project_id)
 
 
 def _queue_webhooks(prepared: PreparedRun) -> int:
