@@ -29,7 +29,7 @@ def results(run_id: str, sequence: int) -> ledger.RunResults:
 
 
 @pytest.fixture
-def transactions(monkeypatch) -> list[list[str]]:
+def transactions(monkeypatch) -> tuple[list[list[str]], asyncio.Event]:
     """The runs each transaction wrote for, in order, and the event that releases the first
     one (held until the test sets it)."""
     seen: list[list[str]] = []
