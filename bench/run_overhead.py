@@ -78,7 +78,7 @@ async def runs_per_second(one_run, seconds: float) -> tuple[int, float]:
 
 
 async def measure(sides: dict, runs: int, seconds: float) -> dict:
-    """Median, p95 and runs/s of each side.
+    """Median, p95 and runs/s of each side (no runs/s, None, when `seconds` is 0).
 
     The sides take turns (run for run, then in ROUNDS slices of the concurrent phase), so a
     machine that speeds up or slows down during the benchmark weighs on both alike.
@@ -91,14 +91,15 @@ async def measure(sides: dict, runs: int, seconds: float) -> dict:
         for name, one_run in sides.items():
             latencies[name].append(await timed(one_run))
     totals = {name: [0, 0.0] for name in sides}
-    for _ in range(ROUNDS):
+    for _ in range(ROUNDS if seconds else 0):
         for name, one_run in sides.items():
             done, elapsed = await runs_per_second(one_run, seconds / ROUNDS)
             totals[name][0] += done
             totals[name][1] += elapsed
     return {name: {"median": statistics.median(latencies[name]),
                    "p95": percentile(latencies[name], 0.95),
-                   "throughput": totals[name][0] / totals[name][1]} for name in sides}
+                   "throughput": totals[name][0] / totals[name][1] if seconds else None}
+            for name in sides}
 
 
 ECHO_BINDING = {"binding_id": "bench", "runner_id": "plugin:e2e/agent-runner-qa/default",
