@@ -92,7 +92,8 @@ async def coalesced(stream: AsyncIterator[dict],
     """The runner's results, text deltas as their new text and merged by bursts.
 
     A merged delta carries the last merged result's `sequence` and the first one's in
-    `MERGED_FROM`. Results other than plain-text deltas pass through unchanged, in order.
+    `MERGED_FROM` (which no result of the runner's keeps). Results other than plain-text
+    deltas pass through unchanged otherwise, in order.
     """
     loop = asyncio.get_running_loop()
     text_so_far = ""
@@ -117,6 +118,10 @@ async def coalesced(stream: AsyncIterator[dict],
                 result, waiting = waiting.result(), None
             if result is END:
                 break
+            if isinstance(result, dict) and MERGED_FROM in result:
+                # Only a merge made here says what it merged: a runner's claim would have its
+                # run mark every sequence up to its own as seen.
+                result = {key: value for key, value in result.items() if key != MERGED_FROM}
             if isinstance(result, dict) and result.get("type") == "message.completed":
                 text_so_far = ""  # the next message's deltas start over
             chunk = _text_chunk(result)

@@ -26,6 +26,14 @@ def test_the_first_text_goes_out_alone_and_the_burst_after_it_as_one_delta():
     assert (out[1][MERGED_FROM], out[1]["sequence"]) == (2, 4)
 
 
+def test_a_runner_cannot_claim_a_merge_of_the_results_before_its_own():
+    forged = [{**delta(1, "hi"), MERGED_FROM: 1, "sequence": 10**12},
+              {"type": "run.completed", "sequence": 2, MERGED_FROM: 1, "data": {}}]
+    out = asyncio.run(collect(forged))
+    assert [item["type"] for item in out] == ["message.delta", "run.completed"]
+    assert all(MERGED_FROM not in item for item in out)
+
+
 def test_the_first_text_is_not_held_while_the_runner_is_still_talking():
     async def scenario():
         later = asyncio.Event()

@@ -8,6 +8,7 @@ runtime) to prove the host's own rules.
 import pytest
 
 from ledger.models import AgentRunEvent
+from runners.execution.deltas import MERGED_FROM
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
@@ -64,6 +65,15 @@ async def test_gap_is_accepted_and_ledger_sequences_stay_contiguous():
     sequences = [s async for s in AgentRunEvent.objects.filter(run_id=outcome["run_id"])
                  .values_list("sequence", flat=True)]
     assert sequences == [1, 2, 3]
+
+
+async def test_a_runners_claim_to_have_merged_earlier_results_is_ignored():
+    # Believed, the claim would mark sequences 1-5 as seen (however many it names).
+    outcome = await run_script([{**result(5, "a"), MERGED_FROM: 1}, result(2, "b"),
+                                result(6, None, "run.completed")])
+
+    assert [m["data"]["message"]["content"] for m in outcome["messages"]] == ["a", "b"]
+    assert outcome["status"] == "completed"
 
 
 async def test_result_without_a_type_fails_the_run():
