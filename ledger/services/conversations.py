@@ -21,7 +21,6 @@ The prefix is stripped when stored and put back when read.
 """
 
 import functools
-import json
 import operator
 import uuid
 
@@ -40,7 +39,7 @@ from ledger.models import (
 )
 from ledger.selectors.conversations import get_state
 from ledger.services.artifacts import artifacts
-from ledger.services.state import STATE_UPSERT, STATE_VALUE_MAX_BYTES
+from ledger.services.state import STATE_UPSERT, STATE_VALUE_MAX_BYTES, value_size
 from ledger.sql import insert_rows
 from ledger.state_keys import (
     StateIdentity,
@@ -71,7 +70,7 @@ def _checked(delta: dict) -> None:
             raise StateLimit(f"{key!r}: keys starting {HOST_KEY_PREFIX!r} are LangHost's own "
                              "(an agent's activated skills, a tool call awaiting approval); "
                              "a client may not write them.")
-        size = len(json.dumps(value, ensure_ascii=False).encode())
+        size = value_size(value)
         if size > STATE_VALUE_MAX_BYTES:
             raise StateLimit(f"The value of {key!r} is {size} bytes; a value may take "
                              f"{STATE_VALUE_MAX_BYTES}.")

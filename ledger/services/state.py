@@ -2,6 +2,7 @@
 read as a snapshot when a run starts and through the in-run state APIs, written with a run's
 results or by a state API call."""
 
+import json
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -11,6 +12,7 @@ from ledger.models import AgentRunnerState
 from ledger.sql import insert_rows
 
 STATE_VALUE_MAX_BYTES = 256 * 1024
+STATE_VALUE_LIMIT = f"{STATE_VALUE_MAX_BYTES // 1024} KiB"
 # A state row collides on its scope and key: the write updates its value.
 STATE_UPSERT = (("scope_key", "state_key"), ("value_json", "updated_at"))
 
@@ -22,6 +24,12 @@ class StateWrite:
     state_key: str
     value: object
     identity: dict
+
+
+def value_size(value) -> int:
+    """The bytes a state value takes as stored (its JSON); TypeError or ValueError when it is
+    not JSON."""
+    return len(json.dumps(value).encode())
 
 
 def upsert(write: StateWrite) -> None:

@@ -477,11 +477,12 @@ class Orchestrator:
             problem = f"state scope '{scope}' is not enabled for this run"
         else:
             try:
-                size = len(json.dumps(value).encode())
+                size = runner_state.value_size(value)
             except (TypeError, ValueError):
                 size, problem = 0, "state value is not JSON"
             if size > runner_state.STATE_VALUE_MAX_BYTES:
-                problem = f"state value is {size} bytes, over the 256 KiB limit"
+                problem = (f"state value is {size} bytes, over the "
+                           f"{runner_state.STATE_VALUE_LIMIT} limit")
         if problem:
             state.host_event("state.rejected", {"scope": scope, "key": key,
                                                              "reason": problem})

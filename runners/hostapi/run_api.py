@@ -6,7 +6,6 @@ the caller is the plugin that runs it, the API was granted, the state scope is e
 writes target an active run. Refusals raise `HostError` with a stable code.
 """
 
-import json
 
 from asgiref.sync import sync_to_async
 
@@ -101,11 +100,12 @@ async def _state(action: str, data: dict, auth: dict) -> dict:
         return {"success": await runner_state.state_delete(scope_key, key)}
     value = data.get("value")
     try:
-        size = len(json.dumps(value).encode())
+        size = runner_state.value_size(value)
     except (TypeError, ValueError) as exc:
         raise HostError("state.not_json", "state value must be JSON") from exc
     if size > runner_state.STATE_VALUE_MAX_BYTES:
-        raise HostError("state.too_large", f"state value is {size} bytes; the limit is 256 KiB")
+        raise HostError("state.too_large", f"state value is {size} bytes; the limit is "
+                                           f"{runner_state.STATE_VALUE_LIMIT}")
     identity = auth["state_context"][scope]["identity"]
     await runner_state.state_set(runner_state.StateWrite(scope=scope, scope_key=scope_key, state_key=key,
                                              value=value, identity=identity))

@@ -114,6 +114,8 @@ def test_patch_sets_and_deletes_state_keys(user_client, agent):
 @pytest.mark.parametrize("state, named", [
     ({f"k{n}": n for n in range(6)}, "LANGHOST_STATE_MAX_KEYS"),
     ({"big": "x" * 300_000}, "262144"),
+    # Counted as stored, escaped, as a runner's state write counts it.
+    ({"accents": "é" * 100_000}, "262144"),
     ({"a": "x" * 200_000, "b": "x" * 200_000}, "LANGHOST_STATE_MAX_BYTES"),
     ({"host.pending_approval": {"calls": {}}}, "LangHost's own"),
 ])
