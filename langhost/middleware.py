@@ -2,7 +2,7 @@
 
 Django's own middleware classes are async-capable, but under ASGI each of their hooks runs in
 a thread (`MiddlewareMixin.__acall__` hands every `process_request` and `process_response` to
-`sync_to_async`): about a dozen thread hops for every request, the API's included. These
+`sync_to_async`): a thread hop for every hook of every request, the API's included. These
 subclasses keep Django's code and run its hooks on the loop, because the hooks only read the
 request and set headers, cookies and lazy attributes. The few cases that touch the database
 or the request body still go to a thread: saving a session, storing messages, checking the

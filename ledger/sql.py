@@ -6,7 +6,7 @@ The run loop writes a few rows per result. Building model instances and compilin
 through its field's own preparation, so JSON, datetimes and foreign keys are stored exactly
 as the ORM stores them, on SQLite and PostgreSQL alike. A plain JSON object or list and an
 aware datetime go straight to the backend's adaptation, which is where their field's
-preparation ends up (a run writes about thirty of them).
+preparation ends up (most of a run's values are one or the other).
 """
 
 import dataclasses
@@ -45,7 +45,7 @@ class _Table:
     name: str
     fields: list
     # Per column: (name, attname, field, kind, missing, default) — `missing` says where its
-    # value comes from when a row leaves it out: "now" (auto_now / auto_now_add), its default
+    # value comes from when a row leaves it out: the write's instant (auto_now / auto_now_add), its default
     # prepared once, or its default made per row (a callable one).
     plan: list
     insert: str  # `INSERT INTO table (columns) VALUES `
@@ -213,16 +213,14 @@ def _update(model, values: dict, where: str, where_params: list, connection) -> 
             params + list(where_params))
 
 
-def first_row(model, names: tuple[str, ...], where: str, where_params: list,
-              order_by: str = "") -> dict | None:
+def first_row(model, names: tuple[str, ...], where: str, where_params: list) -> dict | None:
     """The first row matching `where` (SQL over column names) as field name → value, converted
     as the ORM converts it (JSON, datetimes), or None."""
     connection = connections[DEFAULT_DB_ALIAS]
     columns, converters = _reader(model, names, connection)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {columns} FROM {_table(model, connection).name} WHERE {where}"
-                       + (f" ORDER BY {order_by}" if order_by else "") + " LIMIT 1",
-                       list(where_params))
+                       " LIMIT 1", list(where_params))
         values = cursor.fetchone()
     return None if values is None else _converted(values, converters, connection)
 

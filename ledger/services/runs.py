@@ -3,7 +3,7 @@
 Each service is one database round trip from the event loop's point of view: the database
 work of one step (start a run, record a batch of results, finish a run) runs in one
 transaction on Django's sync thread, so the run loop pays one thread hop per step. The run
-loop's own statements are built by `rows`.
+loop's own statements are built by `ledger.sql`.
 """
 
 import hashlib
@@ -269,7 +269,8 @@ def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
         return None  # a plain read while waiting: the write lock only when it looks free
     with transaction.atomic():
         row = AgentRun.objects.filter(run_id=run_id).values(
-            "id", "status", "conversation_id", "execution_owner_id").first()
+            "id", "run_id", "runner_id", "agent_id", "status", "conversation_id",
+            "execution_owner_id").first()
         if row is None or row["status"] != RunStatus.QUEUED:
             return row["status"] if row else RunStatus.CANCELLED
         if row["execution_owner_id"] != owner_id:
@@ -280,12 +281,11 @@ def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
         latest = _latest_entry(history_of) if history_of is not None else None
         promoted = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED,
                                            execution_owner_id=owner_id).update(
-            status=RunStatus.RUNNING, started_at=now, execution_owner_id=owner_id,
-            lease_expires_at=_lease_end(now), updated_at=now, deadline_at=deadline_at)
+            status=RunStatus.RUNNING, started_at=now, lease_expires_at=_lease_end(now),
+            updated_at=now, deadline_at=deadline_at)
         if not promoted:
             return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).get()
-        _started(AgentRun.objects.filter(run_id=run_id).values(
-            "run_id", "runner_id", "agent_id").get())
+        _started(row)
         if user_transcript:
             insert_rows(Transcript, [user_transcript])
     return StartedRun(runner_state.snapshot(scope_keys), str(latest) if latest else None)
@@ -409,9 +409,7 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
     if ended:
         rollups.run_ended(ended)
     if may_have_steering:  # items are only queued for runners that declare steering
-        SteeringItem.objects.filter(run_id=run_id, status=SteeringStatus.QUEUED).update(
-            status=SteeringStatus.DROPPED, reason="run_ended", updated_at=fields["finished_at"]
-        )
+        _drop_queued_steering([run_id], fields["finished_at"])
     return outcome_dict(ended) if ended else run_outcome_sync(run_id)
 
 
@@ -508,6 +506,11 @@ def _fail_running(run_ids: list[str], reason: str, now, status=RunStatus.FAILED)
     rollups.end_runs(AgentRun.objects.filter(run_id__in=run_ids, status=RunStatus.RUNNING),
                      status=status, finished_at=now, updated_at=now, lease_expires_at=None,
                      status_reason=reason)
+    _drop_queued_steering(run_ids, now)
+
+
+def _drop_queued_steering(run_ids: list[str], now: datetime) -> None:
+    """The messages still queued for ended runs will never be taken."""
     SteeringItem.objects.filter(run_id__in=run_ids, status=SteeringStatus.QUEUED).update(
         status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now)
 

@@ -44,7 +44,7 @@ from runners.execution.results import IDLE, Results, Stop, next_result
 from runners.execution.run import TOOL_CALL_TYPES, LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
 from runners.knowledge.grants import knowledge_grants
-from runners.models import RunnerDescriptor
+from runners.models import MultitaskStrategy, RunnerDescriptor
 from runners.observability import logs, metrics, tracing
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
@@ -90,7 +90,8 @@ class ConversationBusy(RunRefused):
 # What a message does when its conversation has an active run: wait for it to end (enqueue),
 # be refused (reject), cancel it and then run (interrupt), or join it (steer: for runners
 # that declare steering).
-ENQUEUE, REJECT, INTERRUPT, STEER = "enqueue", "reject", "interrupt", "steer"
+ENQUEUE, REJECT, INTERRUPT, STEER = (MultitaskStrategy.ENQUEUE.value, MultitaskStrategy.REJECT.value,
+                                     MultitaskStrategy.INTERRUPT.value, MultitaskStrategy.STEER.value)
 MULTITASK_STRATEGIES = (ENQUEUE, REJECT, INTERRUPT, STEER)
 # How often a queued run looks whether its turn came: soon, then less often.
 TURN_POLL_SECONDS = 0.05
@@ -423,7 +424,7 @@ class Orchestrator:
                                                       data.get("file_ids") or [])
         reply = data.get("message") if type_ == "message.completed" else None
         if type_ == "state.updated":
-            state_write = await self._state_write(state, data)
+            state_write = self._state_write(state, data)
         elif type_ == "message.delta":
             if isinstance(data["chunk"].get("content"), str):
                 state.delta_text += data["chunk"]["content"]
@@ -470,7 +471,8 @@ class Orchestrator:
                 and isinstance(result.get("agent_name"), str) and not data.get("error"):
             state.agent_name = result["agent_name"]
 
-    async def _state_write(self, state: RunState, data: dict) -> runner_state.StateWrite | None:
+    @staticmethod
+    def _state_write(state: RunState, data: dict) -> runner_state.StateWrite | None:
         scope, key, value = data["scope"], data["key"], data["value"]
         problem = None
         if scope not in state.scopes:

@@ -76,8 +76,8 @@ class HostHandler(Handler):
                 self._register_run_api(action)
 
     # The SDK parses and validates every incoming frame in a worker thread, so a huge one
-    # cannot stall a shared event loop. A run's frames are a few KiB, parsed in microseconds;
-    # two hops to a thread and back for each cost far more. Bigger frames keep the SDK's path.
+    # cannot stall a shared event loop. A run's frames are small: parsing one here costs less
+    # than the two hops to a thread and back. Bigger frames keep the SDK's path.
     async def _decode_message(self, message: str, *, blocking_scope: str | None = None) -> Any:
         if len(message) <= INLINE_FRAME_CHARS:
             return json.loads(message)
