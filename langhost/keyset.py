@@ -49,7 +49,8 @@ def _decode(cursor: str, fields: list) -> tuple[str, tuple]:
         if direction not in ("a", "b") or len(raw) != len(fields):
             raise _not_ours()
         values = tuple(field.to_python(value) for field, value in zip(fields, raw, strict=True))
-    except (binascii.Error, UnicodeDecodeError, ValueError, TypeError, ValidationError):
+    except (binascii.Error, UnicodeDecodeError, ValueError, TypeError, OverflowError,
+            ValidationError):  # OverflowError: a forged Infinity for an integer key
         raise _not_ours() from None
     if any(value is None or (isinstance(value, int) and not 0 <= value < 2**63)
            for value in values):

@@ -1,5 +1,6 @@
 """`/api/v1/runs`: start, list, read, cancel. Built-in runners here; plugin runs go over daphne."""
 
+import base64
 import json
 import uuid
 
@@ -179,3 +180,11 @@ def test_runs_of_one_binding_share_one_grants_row_and_read_their_whole_snapshot(
     assert first.authorization()["runner_id"] == "builtin:echo"
     assert set(first.authorization()["resources"]) == {"models", "tools", "knowledge_bases",
                                                        "skills"}
+
+
+def test_a_forged_cursor_holding_infinity_is_a_400_naming_it(user_client):
+    forged = base64.urlsafe_b64encode(b'["b",Infinity]').decode().rstrip("=")
+
+    response = user_client.get(f"/api/v1/runs?cursor={forged}")
+
+    assert response.status_code == 400 and "cursor" in response.json()["errors"]

@@ -44,14 +44,18 @@ class WebhookError(ValueError):
 
 def check_url(url: str) -> str:
     """`url` if LangHost may POST to it; WebhookError naming why not."""
-    parts = urlsplit(url or "")
+    try:
+        parts = urlsplit(url or "")
+        port = parts.port  # parsed on access: out of range or not a number raises
+    except ValueError as exc:
+        raise WebhookError(f"a webhook is an http(s) URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookError("a webhook is an http(s) URL")
     if settings.LANGHOST_WEBHOOK_ALLOW_PRIVATE:
         return url
     try:
-        found = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
+        found = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:  # a label too long to encode: UnicodeError
         raise WebhookError(f"{parts.hostname} does not resolve: {exc}") from None
     for *_, address in found:
         ip = ipaddress.ip_address(address[0])

@@ -127,3 +127,19 @@ def test_a_private_address_is_refused_without_the_setting(user_client, agent, se
     assert "private address" in json.dumps(refused.json())
     assert project.status_code == 400 and "url" in project.json()["errors"]
     assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.parametrize("url", ["http://example.com:99999/hook", "http://example.com:x/hook",
+                                 f"http://{'a' * 64}.example/hook"])
+def test_a_url_that_cannot_be_parsed_or_resolved_is_a_400_naming_the_field(user_client, agent,
+                                                                         settings, url):
+    settings.LANGHOST_WEBHOOK_ALLOW_PRIVATE = False
+    conversation = user_client.post(conversations_url(agent), {}, format="json").json()["id"]
+
+    refused = user_client.post(f"{conversations_url(agent)}/{conversation}/messages",
+                               {"text": "hello", "webhook": url}, format="json")
+    project = user_client.put(f"/api/v1/projects/{agent.project_id}/webhook", {"url": url},
+                              format="json")
+
+    assert refused.status_code == 400 and "webhook" in refused.json()["errors"]
+    assert project.status_code == 400 and "url" in project.json()["errors"]
