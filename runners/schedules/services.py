@@ -35,7 +35,7 @@ class ScheduleError(ValueError):
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder, e.g. "America"
         raise ScheduleError(f"'{name}' is not a known time zone.", "timezone") from None
 
 

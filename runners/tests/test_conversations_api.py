@@ -110,6 +110,20 @@ def test_patch_sets_and_deletes_state_keys(user_client, agent):
     assert (response.json()["title"], response.json()["state"]) == ("New", {"app:c": 3, "b": 2})
 
 
+def test_an_after_without_a_time_zone_is_read_in_the_servers(user_client, agent):
+    conversation = open_conversation(user_client, agent)
+    Transcript.objects.create(conversation_id=conversation["id"], role="user", author="user",
+                              content="m")
+    url = f"{conversations_url(agent)}/{conversation['id']}"
+
+    before, after = (user_client.get(url, {"after": moment}) for moment in
+                     ("2000-01-01T00:00:00", "2999-01-01T00:00:00"))
+
+    assert before.status_code == after.status_code == 200
+    assert ([e["content"] for e in before.json()["entries"]],
+            after.json()["entries"]) == (["m"], [])
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("state, named", [
     ({f"k{n}": n for n in range(6)}, "LANGHOST_STATE_MAX_KEYS"),

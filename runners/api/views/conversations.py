@@ -22,6 +22,7 @@ import binascii
 import re
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -264,6 +265,8 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
             if after is None:
                 raise ValidationError({"after": ["Give an ISO 8601 date-time, e.g. "
                                                  "2026-01-31T12:00:00Z."]})
+            if timezone.is_naive(after):  # in the server's time zone, as Django reads one
+                after = timezone.make_aware(after)
         entries = conversation_selectors.entries(
             conversation, limit=clamp_limit(raw_limit, DEFAULT_ENTRY_LIMIT), after=after)
         state = conversation_selectors.get_state(

@@ -106,6 +106,7 @@ def test_bad_cron_time_zone_or_target_is_a_400_naming_the_field(user_client, age
 
     for change, field in (({"cron": "every day"}, "cron"),
                           ({"timezone": "Mars/Olympus"}, "timezone"),
+                          ({"timezone": "America"}, "timezone"),  # a folder of zones
                           ({"agent_id": None}, "agent_id"),
                           ({"runner_id": "builtin:echo", "agent_id": None}, "runner_id"),
                           ({"conversation_id": "someone-elses"}, "conversation_id")):
