@@ -5,6 +5,7 @@ import json
 import pytest
 
 from ledger.models import AgentRun
+from runners.models import RunnerDescriptor
 from runners.tests.conversation_fixtures import conversations_url
 
 pytestmark = pytest.mark.django_db
@@ -117,6 +118,23 @@ def test_debug_action_with_a_context_that_is_no_object_is_a_400(superuser_client
 
     assert response.status_code == 400, response.content[:300]
     assert response.json()["msg"]
+
+
+@pytest.mark.parametrize("context", [{"event": {"event_id": "e" * 256}}, {"event": {"event_id": 5}},
+                                     {"event": {"event_type": "t" * 129}},
+                                     {"conversation": {"conversation_id": ["c"]}}])
+def test_debug_action_with_event_ids_the_ledger_cannot_keep_is_a_400(superuser_client, context):
+    RunnerDescriptor.objects.create(id="plugin:e2e/qa/default", source="plugin",
+                                    plugin_author="e2e", plugin_name="qa", runner_name="default")
+
+    response = superuser_client.post("/api/v1/system/debug/plugin/action", {
+        "action": "run_agent", "data": {"plugin_author": "e2e", "plugin_name": "qa",
+                                        "runner_name": "default", "context": context}},
+        format="json")
+
+    assert response.status_code == 400, response.content[:300]
+    assert next(iter(context)) in response.json()["msg"]
+    assert not AgentRun.objects.exists()
 
 
 def test_a_body_over_the_upload_limit_is_a_json_413(user_client, settings):

@@ -37,6 +37,23 @@ class RunAgentContext(serializers.Serializer):
             raise serializers.ValidationError("input.text must be a string.")
         return value
 
+    def validate_event(self, value):
+        return _strings_within(value, "event", {"event_id": 255, "event_type": 128})
+
+    def validate_conversation(self, value):
+        return _strings_within(value, "conversation", {"conversation_id": 255})
+
+
+def _strings_within(value: dict, name: str, limits: dict[str, int]) -> dict:
+    """`value` if each of `limits`' keys it has is a string within its length (what the run's
+    event keeps of it)."""
+    for key, limit in limits.items():
+        item = value.get(key)
+        if item is not None and (not isinstance(item, str) or len(item) > limit):
+            raise serializers.ValidationError(f"{name}.{key} must be a string of at most "
+                                              f"{limit} characters.")
+    return value
+
 
 class RunAgentData(serializers.Serializer):
     """`data` of the `run_agent` debug action."""
