@@ -207,7 +207,12 @@ class AgentRunAdmin(ReadOnlyAdmin):
     def authorization(self, run):
         return pretty(run.authorization())
 
-    @admin.action(description="Cancel selected runs")
+    def has_cancel_permission(self, request) -> bool:
+        """The admin lists every run to whoever may view them: cancelling any of them is a
+        superuser's (others cancel the runs they may see through the API)."""
+        return request.user.is_superuser
+
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel_runs(self, request, queryset):
         # The flag is enough: the process running the run checks it within a second.
         active = [run for run in queryset if run.status not in TERMINAL_STATUSES]

@@ -252,15 +252,15 @@ class AgentInstanceAdmin(admin.ModelAdmin):
         if moved:
             self.message_user(request, f"{action_name.capitalize()}d {moved} agent(s).", messages.SUCCESS)
 
-    @admin.action(description="Pause selected agents")
+    @admin.action(description="Pause selected agents", permissions=["change"])
     def pause(self, request, queryset):
         self._apply(request, queryset, "pause")
 
-    @admin.action(description="Resume selected agents")
+    @admin.action(description="Resume selected agents", permissions=["change"])
     def resume(self, request, queryset):
         self._apply(request, queryset, "resume")
 
-    @admin.action(description="Terminate selected agents")
+    @admin.action(description="Terminate selected agents", permissions=["change"])
     def terminate(self, request, queryset):
         self._apply(request, queryset, "terminate")
 

@@ -4,6 +4,7 @@ is checked against what its runner declares."""
 import json
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import WARNING, get_messages
 from django.urls import reverse
 
@@ -194,3 +195,16 @@ def test_a_runners_simple_config_fields_are_form_fields_and_its_secret_stays_wri
     assert agent_type.runner_config["mode"] == "chat"
     assert "base-url" not in agent_type.runner_config  # left blank: the runner's default
     assert runner_config.secrets_set(agent_type.runner_config) == ["api-key"]  # kept
+
+
+def test_a_staff_member_who_may_only_view_agents_cannot_terminate_them(client, agent,
+                                                                        django_user_model):
+    viewer = django_user_model.objects.create_user(email="viewer@example.com",
+                                                   password="Viewer-Passw0rd", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_agentinstance"))
+    client.force_login(viewer)
+
+    run_action(client, "terminate", agent)
+
+    agent.refresh_from_db()
+    assert agent.status == "idle"
