@@ -11,6 +11,11 @@ from runners.schedules.models import Schedule
 
 
 class ScheduleForm(forms.ModelForm):
+    """Checked as the API checks a schedule, for the user saving it (`user`, set by the
+    admin): its runs start as them."""
+
+    user = None
+
     class Meta:
         model = Schedule
         fields = ["name", "project", "cron", "timezone", "agent", "conversation_id", "runner_id",
@@ -23,8 +28,17 @@ class ScheduleForm(forms.ModelForm):
                                timezone.now())
         except services.ScheduleError as exc:
             self.add_error(exc.field, str(exc))
-        if bool(cleaned.get("agent")) == bool(cleaned.get("runner_id")):
-            self.add_error("agent", "Choose an agent, or give a runner id.")
+        if "project" not in cleaned:
+            return cleaned  # its own error says why
+        agent = cleaned.get("agent")
+        try:
+            services.check_target(self.user, cleaned["project"].pk,
+                                  agent_id=agent.pk if agent else None,
+                                  runner_id=cleaned.get("runner_id") or "",
+                                  conversation_id=cleaned.get("conversation_id") or "")
+        except services.ScheduleError as exc:
+            field = "agent" if exc.field == "agent_id" else exc.field
+            self.add_error(field if field in self.fields else None, str(exc))
         return cleaned
 
 
@@ -45,7 +59,12 @@ class ScheduleAdmin(admin.ModelAdmin):
     def last_run(self, schedule):
         return run_link(schedule.last_run_id) if schedule.last_run_id else format_html("—")
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        form.user = request.user
+        return form
+
     def save_model(self, request, obj, form, change):
-        if not change:
-            obj.created_by = request.user
+        # Its runs are its editor's from now on: the form checked the target for them.
+        obj.created_by = request.user
         services.save(obj)

@@ -32,6 +32,25 @@ class ScheduleError(ValueError):
         self.field = field
 
 
+def check_target(user, project_id, *, agent_id=None, runner_id: str = "",
+                 conversation_id: str = "") -> None:
+    """Whether `user` may schedule runs of this target in the project: the door decides, as
+    for a run started now (the schedule's runs start as the user who saved it).
+    ScheduleError naming the field if not."""
+    if bool(agent_id) == bool(runner_id):
+        raise ScheduleError("Give exactly one of agent_id or runner_id.", "agent_id")
+    caller = door.Caller(user)
+    if runner_id and not caller.is_superuser:
+        raise ScheduleError("Only superusers may schedule a runner directly.", "runner_id")
+    if agent_id:
+        try:
+            agent = door.find_agent(caller, agent_id, project_id)
+            if conversation_id:
+                door.find_conversation(caller, agent, conversation_id)
+        except Refused as exc:
+            raise ScheduleError(exc.detail, exc.field or "agent_id") from None
+
+
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)

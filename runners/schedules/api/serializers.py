@@ -3,8 +3,6 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from ledger.models import AgentRun
-from runners.conversations import services as door
-from runners.conversations.exceptions import Refused
 from runners.execution.protocol import EventInput
 from runners.schedules import services
 from runners.schedules.models import Schedule
@@ -52,22 +50,10 @@ class ScheduleSerializer(serializers.ModelSerializer):
         try:
             services.next_tick(merged["cron"], merged.get("timezone") or "UTC",
                                timezone.now())
+            services.check_target(self.context["request"].user, self.context["project"].pk,
+                                  agent_id=merged.get("agent_id"),
+                                  runner_id=merged.get("runner_id") or "",
+                                  conversation_id=merged.get("conversation_id") or "")
         except services.ScheduleError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from None
-        if bool(merged.get("agent_id")) == bool(merged.get("runner_id")):
-            raise serializers.ValidationError(
-                {"agent_id": ["Give exactly one of agent_id or runner_id."]})
-        caller = door.Caller(self.context["request"].user)
-        project = self.context["project"]
-        if merged.get("runner_id") and not caller.is_superuser:
-            raise serializers.ValidationError(
-                {"runner_id": ["Only superusers may schedule a runner directly."]})
-        if merged.get("agent_id"):
-            try:
-                agent = door.find_agent(caller, merged["agent_id"], project.pk)
-                if merged.get("conversation_id"):
-                    door.find_conversation(caller, agent, merged["conversation_id"])
-            except Refused as exc:
-                raise serializers.ValidationError({exc.field or "agent_id": [exc.detail]}) \
-                    from None
         return attrs
