@@ -56,8 +56,11 @@ async def requested(state: RunState, payload: dict) -> dict | None:
         return None
     now = timezone.now()
     latest = now + timedelta(seconds=settings.LANGHOST_INTERACTION_MAX_SECONDS)
-    expires_at = (datetime.fromtimestamp(request.expires_at, UTC) if request.expires_at
-                  else now + timedelta(seconds=settings.LANGHOST_INTERACTION_TTL_SECONDS))
+    try:
+        expires_at = (datetime.fromtimestamp(request.expires_at, UTC) if request.expires_at
+                      else now + timedelta(seconds=settings.LANGHOST_INTERACTION_TTL_SECONDS))
+    except (OverflowError, OSError, ValueError):  # past any date: as late as may be, or gone
+        expires_at = latest if request.expires_at > 0 else now
     if expires_at <= now:
         state.host_event("interaction.refused", {"reason": "it expired before it was asked"})
         return None

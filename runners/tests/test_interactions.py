@@ -5,6 +5,7 @@ taken once, not after expiry, and from nobody but the conversation's user."""
 
 import asyncio
 import hashlib
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -78,6 +79,16 @@ async def test_an_answer_is_taken_once(user, asker):
     with pytest.raises(AlreadyAnswered):
         await answer(user, asker, conversation, frame, action_id="no")
     assert await AgentRun.objects.acount() == 2  # the question's run and one answer's
+
+
+async def test_an_expiry_past_any_date_is_the_latest_allowed(user, asker, settings):
+    asked, (frame,), _ = await ask(user, asker, text=f"expires:{10**20}")
+
+    assert asked["status"] == "completed"
+    stored = await Interaction.objects.aget(run_id=asked["run_id"])
+    assert frame["data"]["expires_at"] == int(stored.expires_at.timestamp())
+    assert stored.expires_at > stored.created_at + timedelta(
+        seconds=settings.LANGHOST_INTERACTION_MAX_SECONDS - 60)
 
 
 async def test_an_expired_question_is_gone(user, asker):
