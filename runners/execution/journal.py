@@ -324,10 +324,12 @@ def event_log_row(event: AgentEventEnvelope, run_id, runner_id, **metadata) -> d
 
 def assistant_transcript_row(event: AgentEventEnvelope, run_id: str, runner_id: str,
                              author: str, message: dict) -> dict:
+    """A runner's reply in the transcript: the assistant's turn whatever role its message
+    claims (a "user" one would speak for the conversation's user to the agents after it)."""
     return {
         "conversation_id": event.conversation_id, "thread_id": event.thread_id or "",
         "project_id": event.project_id or "", "event_id": event.event_id, "run_id": run_id,
-        "runner_id": runner_id, "role": message.get("role") or "assistant", "author": author,
+        "runner_id": runner_id, "role": "assistant", "author": author,
         "content": ledger.transcript_text(message.get("content")), "content_json": message,
     }
 

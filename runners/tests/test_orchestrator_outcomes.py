@@ -150,6 +150,10 @@ async def test_garbage_runner_results_are_dropped_and_the_run_ends_cleanly(qa_ga
     assert len(dropped) >= 4 and all(e.source == "host" for e in dropped)
     assert "e2e.unknown" in {e.type for e in events}  # unknown types are kept, not acted on
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    # Its reply claims the user's role: the transcript keeps it as the assistant's turn.
+    replies = [(t.role, t.content) async for t in Transcript.objects.filter(
+        run_id=outcome["run_id"])]
+    assert replies == [("assistant", "garbage done")]
 
 
 async def test_same_event_id_twice_runs_once(qa_gateway):
