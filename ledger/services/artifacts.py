@@ -113,6 +113,12 @@ def _require(**fields) -> None:
         raise ArtifactError(f"Artifact name '{name}' must not contain '/' or '\\'.")
 
 
+def conversation_file(name: str) -> str:
+    """`name` for a file a runner makes in a conversation: never a `user:` name, which would
+    put it among the user's files of every conversation."""
+    return f"user_{name.removeprefix(USER_PREFIX)}" if name.startswith(USER_PREFIX) else name
+
+
 def _scope(name: str, conversation_id: str) -> str:
     return "" if name.startswith(USER_PREFIX) else conversation_id
 

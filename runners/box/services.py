@@ -28,7 +28,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from langbot_plugin.box.models import BoxSpec
 
-from ledger.services.artifacts import ArtifactNotFound, artifacts, max_bytes
+from ledger.services.artifacts import ArtifactNotFound, artifacts, conversation_file, max_bytes
 from runners.box.server import BoxUnavailable, box_server
 
 logger = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ def export_files(workspace: Workspace, scope: tuple[str, str, str], paths: list,
     items = []
     for path in paths:
         data = read_file(workspace, path, limit=max_bytes())
-        name = workspace.path(path).name
+        name = conversation_file(workspace.path(path).name)
         version = artifacts.save(*scope, name, data=data,
                                  custom_metadata={"file_name": name, "run_id": run_id})
         items.append({"id": f"{ARTIFACT_REF}{name}", "name": name, "type": "file",

@@ -14,7 +14,12 @@ from urllib.parse import quote
 from asgiref.sync import sync_to_async
 
 from ledger.models import Conversation
-from ledger.services.artifacts import ArtifactError, ArtifactNotFound, artifacts
+from ledger.services.artifacts import (
+    ArtifactError,
+    ArtifactNotFound,
+    artifacts,
+    conversation_file,
+)
 
 INLINE_TYPES = ("file_base64", "image_base64")
 ARTIFACT_REF = "artifact:"
@@ -57,7 +62,8 @@ def _saved(message: dict, conversation_id: str, run_id: str, file_ids: list[str]
         if not isinstance(part, dict) or part.get("type") not in INLINE_TYPES:
             content.append(part)
             continue
-        name = (part.get("file_name") or f"reply_{run_id}_{index}").replace("/", "_")
+        name = conversation_file(
+            (part.get("file_name") or f"reply_{run_id}_{index}").replace("/", "_"))
         try:
             data, mime_type = _decoded(part)
             version = artifacts.save(conversation.project_id, conversation.user_id,

@@ -8,7 +8,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from ledger.models import Conversation
+from ledger.models import Artifact, Conversation
 from runners.execution.reply_files import _decoded
 from runners.models import AgentInstance, AgentType
 from runners.tests.conversation_fixtures import read_body
@@ -50,6 +50,26 @@ async def test_a_runners_file_is_a_versioned_artifact_linked_from_the_reply(
     page = await sync_to_async(admin_browser.get)(
         f"/admin/ledger/conversation/{conversation.pk}/change/")
     assert f'href="{made["file_url"]}"' in page.content.decode().replace("&amp;", "&")
+
+
+async def test_a_runners_file_named_as_the_users_stays_in_its_conversation(
+        llm_plugin_gateway, user_client, project):
+    agent_type = await AgentType.objects.acreate(name="Maker", slug="maker",
+                                                 runner_id=FILE_MAKER)
+    agent = await AgentInstance.objects.acreate(name="Maker", project=project,
+                                                agent_type=agent_type)
+    conversations = f"/api/v1/projects/{project.pk}/agents/{agent.pk}/conversations"
+    opened = await sync_to_async(user_client.post)(conversations, {}, format="json")
+
+    response = await sync_to_async(user_client.post)(
+        f"{conversations}/{opened.json()['id']}/messages", {"text": "name:user:notes.md\nhi"},
+        format="json")
+
+    made = json.loads(read_body(response))["reply"]["content"][1]
+    conversation = await Conversation.objects.aget(client_id=opened.json()["id"])
+    saved = [(a.name, a.conversation_id) async for a in Artifact.objects.all()]
+    assert made["file_name"] == "user_notes.md"
+    assert saved == [("user_notes.md", conversation.conversation_id)]
 
 
 def test_an_inline_file_is_decoded_as_base64_or_a_data_url():
