@@ -8,10 +8,16 @@ its reason is shown on its installation. A folder whose manifest names no plugin
 folder name, `<author>__<name>`.
 """
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+# A plugin's author and name make its folder's name, `<author>__<name>`: one path segment.
+PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# The most of a Python entry read to check that it compiles.
+MAX_ENTRY_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,10 @@ def check(path: Path) -> PluginFolder:
     if not (isinstance(author, str) and author and isinstance(name, str) and name):
         return _quarantined(named, "manifest.yaml: `metadata.author` and `metadata.name` must "
                                    "be non-empty strings")
+    if not (PLUGIN_NAME.fullmatch(author) and PLUGIN_NAME.fullmatch(name)) or "__" in author:
+        return _quarantined(named, "manifest.yaml: `metadata.author` and `metadata.name` may "
+                                   "hold letters, digits, '-', '_' and '.' (the author no "
+                                   "'__'), starting with a letter or digit")
     folder = PluginFolder(path, author, name, str(metadata.get("version") or ""))
     problem = _entry_problem(path, manifest) or _components_problem(path, manifest)
     return _quarantined(folder, problem) if problem else folder
@@ -76,8 +86,14 @@ def _entry_problem(path: Path, manifest: dict) -> str:
     if not isinstance(entry, str) or not entry:
         return "manifest.yaml: `execution.python.path` must name the plugin's Python entry"
     source = path / entry
+    if not _inside(path, source) or not source.is_file():
+        return f"its Python entry {entry} is missing (a file inside the plugin's folder)"
     try:
-        compile(source.read_text(), str(source), "exec")
+        with source.open("rb") as opened:
+            code = opened.read(MAX_ENTRY_BYTES + 1)
+        if len(code) > MAX_ENTRY_BYTES:
+            return f"its Python entry {entry} is over {MAX_ENTRY_BYTES} bytes"
+        compile(code, str(source), "exec")
     except OSError:
         return f"its Python entry {entry} is missing"
     except (SyntaxError, ValueError) as exc:
@@ -98,6 +114,12 @@ def _components_problem(path: Path, manifest: dict) -> str:
             return f"manifest.yaml: `spec.components.{kind}.fromDirs` must be a list"
         for item in dirs:
             where = item.get("path") if isinstance(item, dict) else None
-            if not isinstance(where, str) or not (path / where).is_dir():
+            if not isinstance(where, str) or not _inside(path, path / where) \
+                    or not (path / where).is_dir():
                 return f"the {kind} components directory {where!r} is missing"
     return ""
+
+
+def _inside(folder: Path, path: Path) -> bool:
+    """Whether `path`, its links followed, is in `folder`."""
+    return path.resolve().is_relative_to(folder.resolve())

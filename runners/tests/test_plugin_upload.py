@@ -90,6 +90,11 @@ async def test_a_package_uploaded_in_the_admin_runs_without_restarting_langhost(
     (package(manifest="kind: Plugin\nmetadata: {author: up, name: nameless-entry}\n"),
      "execution.python.path"),
     (package(top="one", extra={"two/readme.txt": b"x"}), "no manifest.yaml at its root"),
+    (package(author="../../escaped"), "may hold letters, digits"),
+    (package(name="a/b"), "may hold letters, digits"),
+    (package(manifest="kind: Plugin\nmetadata: {author: up, name: outside}\n"
+                      "execution: {python: {path: /etc/hostname}}\n"),
+     "a file inside the plugin's folder"),
 ])
 def test_a_package_that_is_not_an_installable_plugin_is_refused_with_its_reason(
         superuser_client, plugins_dir, data, reason):
