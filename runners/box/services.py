@@ -15,11 +15,15 @@ caller gets back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at mos
 `LANGHOST_BOX_FILE_BYTES`.
 """
 
+import contextlib
 import functools
 import hashlib
 import json
 import logging
+import os
 import shlex
+import stat
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +44,10 @@ ARTIFACT_REF = "artifact:"
 
 class BoxError(ValueError):
     """A request the box refuses (a path out of the workspace, a file too large, ...)."""
+
+
+# A file the host writes into a workspace: readable by the box, whichever user it runs as.
+FILE_MODE = 0o644
 
 
 def workspaces_dir() -> Path:
@@ -154,9 +162,15 @@ def read_file(workspace: Workspace, name: str, limit: int | None = None) -> byte
     path = workspace.path(name)
     if not path.is_file():
         raise BoxError(f"{name} is not a file of the workspace")
-    if path.stat().st_size > limit:
-        raise BoxError(f"{name} is over {limit} bytes")
-    return path.read_bytes()
+    # Opened as it was checked: the box may have put a pipe or a link there since, which
+    # must neither block the read nor lead it out of the workspace.
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as opened:
+        found = os.fstat(opened.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise BoxError(f"{name} is not a file of the workspace")
+        if found.st_size > limit:
+            raise BoxError(f"{name} is over {limit} bytes")
+        return opened.read(limit)
 
 
 @_os_errors_said
@@ -169,7 +183,18 @@ def write_file(workspace: Workspace, name: str, data: bytes, limit: int | None =
         raise BoxError("a file needs a name")
     workspace.ensure()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    # A new file moved into place: whatever the box left at the path (a pipe, a link) is
+    # replaced, never opened, so the write cannot block on it or follow it out.
+    handle, written = tempfile.mkstemp(dir=path.parent, prefix=".langhost-")
+    try:
+        with open(handle, "wb") as file:
+            os.fchmod(file.fileno(), FILE_MODE)
+            file.write(data)
+        os.replace(written, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(written)
+        raise
     return path
 
 
