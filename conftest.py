@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 from asgiref.sync import SyncToAsync
+from django.contrib.auth.models import Permission
 from django.db import connections
 from rest_framework.test import APIClient
 
@@ -56,6 +57,17 @@ def make_user(db, django_user_model):
         if superuser:
             return django_user_model.objects.create_superuser(email=email, password=password, **fields)
         return django_user_model.objects.create_user(email=email, password=password, **fields)
+
+    return make
+
+
+@pytest.fixture
+def make_staff(make_user):
+    """A staff member holding only the permissions named (by codename)."""
+    def make(*codenames):
+        staff = make_user(is_staff=True)
+        staff.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+        return staff
 
     return make
 

@@ -4,7 +4,6 @@ whoever may view runs."""
 import uuid
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from ledger.models import AgentRun
@@ -35,11 +34,8 @@ def test_a_superuser_cancels_a_running_run(client, superuser, running):
 
 
 def test_a_staff_member_who_may_view_runs_is_not_offered_their_cancel(client, running,
-                                                                      django_user_model):
-    viewer = django_user_model.objects.create_user(email="viewer@example.com",
-                                                   password="Viewer-Passw0rd", is_staff=True)
-    viewer.user_permissions.add(Permission.objects.get(codename="view_agentrun"))
-    client.force_login(viewer)
+                                                                      make_staff):
+    client.force_login(make_staff("view_agentrun"))
 
     page = client.get(CHANGELIST)
     cancel(client, running)

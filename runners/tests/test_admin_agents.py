@@ -4,7 +4,6 @@ is checked against what its runner declares."""
 import json
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.contrib.messages import WARNING, get_messages
 from django.urls import reverse
 
@@ -198,11 +197,8 @@ def test_a_runners_simple_config_fields_are_form_fields_and_its_secret_stays_wri
 
 
 def test_a_staff_member_who_may_only_view_agents_cannot_terminate_them(client, agent,
-                                                                        django_user_model):
-    viewer = django_user_model.objects.create_user(email="viewer@example.com",
-                                                   password="Viewer-Passw0rd", is_staff=True)
-    viewer.user_permissions.add(Permission.objects.get(codename="view_agentinstance"))
-    client.force_login(viewer)
+                                                                        make_staff):
+    client.force_login(make_staff("view_agentinstance"))
 
     run_action(client, "terminate", agent)
 

@@ -18,21 +18,28 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FILE_MAKER = "plugin:e2e/agent-runner-llm/file-maker"
 
 
-async def test_a_runners_file_is_a_versioned_artifact_linked_from_the_reply(
-        llm_plugin_gateway, user_client, admin_browser, project):
+@pytest.fixture
+async def send(llm_plugin_gateway, user_client, project):
+    """Sends a message to a new conversation with a file maker agent: its outcome (the
+    conversation's URL is `send.url`)."""
     agent_type = await AgentType.objects.acreate(name="Maker", slug="maker",
                                                  runner_id=FILE_MAKER)
     agent = await AgentInstance.objects.acreate(name="Maker", project=project,
                                                 agent_type=agent_type)
     conversations = f"/api/v1/projects/{project.pk}/agents/{agent.pk}/conversations"
     opened = await sync_to_async(user_client.post)(conversations, {}, format="json")
-    messages = f"{conversations}/{opened.json()['id']}/messages"
 
-    async def send(text):
-        response = await sync_to_async(user_client.post)(messages, {"text": text},
-                                                         format="json")
+    async def sent(text):
+        response = await sync_to_async(user_client.post)(f"{sent.url}/messages",
+                                                         {"text": text}, format="json")
         return json.loads(read_body(response))
 
+    sent.url, sent.client_id = f"{conversations}/{opened.json()['id']}", opened.json()["id"]
+    return sent
+
+
+async def test_a_runners_file_is_a_versioned_artifact_linked_from_the_reply(
+        send, user_client, admin_browser):
     first = await send("Sales rose by 4%.")
     second = await send("Sales fell by 2%.")
 
@@ -40,33 +47,22 @@ async def test_a_runners_file_is_a_versioned_artifact_linked_from_the_reply(
     text, made = first["reply"]["content"]
     assert text == {"type": "text", "text": "Here is your report."}
     assert made["type"] == "file_url" and made["file_name"] == "report.txt"
-    assert made["file_url"].startswith(f"{conversations}/{opened.json()['id']}/artifacts/")
+    assert made["file_url"].startswith(f"{send.url}/artifacts/")
     assert "file_base64" not in json.dumps(first)
     downloaded = await sync_to_async(user_client.get)(made["file_url"])
     assert downloaded.status_code == 200
     assert await sync_to_async(read_body)(downloaded) == b"Sales rose by 4%."
     assert second["reply"]["content"][1]["file_url"].endswith("?version=2")
-    conversation = await Conversation.objects.aget(client_id=opened.json()["id"])
+    conversation = await Conversation.objects.aget(client_id=send.client_id)
     page = await sync_to_async(admin_browser.get)(
         f"/admin/ledger/conversation/{conversation.pk}/change/")
     assert f'href="{made["file_url"]}"' in page.content.decode().replace("&amp;", "&")
 
 
-async def test_a_runners_file_named_as_the_users_stays_in_its_conversation(
-        llm_plugin_gateway, user_client, project):
-    agent_type = await AgentType.objects.acreate(name="Maker", slug="maker",
-                                                 runner_id=FILE_MAKER)
-    agent = await AgentInstance.objects.acreate(name="Maker", project=project,
-                                                agent_type=agent_type)
-    conversations = f"/api/v1/projects/{project.pk}/agents/{agent.pk}/conversations"
-    opened = await sync_to_async(user_client.post)(conversations, {}, format="json")
+async def test_a_runners_file_named_as_the_users_stays_in_its_conversation(send):
+    made = (await send("name:user:notes.md\nhi"))["reply"]["content"][1]
 
-    response = await sync_to_async(user_client.post)(
-        f"{conversations}/{opened.json()['id']}/messages", {"text": "name:user:notes.md\nhi"},
-        format="json")
-
-    made = json.loads(read_body(response))["reply"]["content"][1]
-    conversation = await Conversation.objects.aget(client_id=opened.json()["id"])
+    conversation = await Conversation.objects.aget(client_id=send.client_id)
     saved = [(a.name, a.conversation_id) async for a in Artifact.objects.all()]
     assert made["file_name"] == "user_notes.md"
     assert saved == [("user_notes.md", conversation.conversation_id)]

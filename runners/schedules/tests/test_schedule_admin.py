@@ -4,7 +4,6 @@ its runs start as them from then on."""
 import json
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
@@ -30,18 +29,14 @@ def save(client, schedule, **changes):
 
 
 def test_a_staff_member_cannot_aim_someone_elses_schedule_at_an_agent_they_may_not_use(
-        client, outsider, alices):
-    outsider.is_staff = True
-    outsider.save()
-    outsider.user_permissions.add(*Permission.objects.filter(
-        codename__in=["view_schedule", "change_schedule"]))
-    client.force_login(outsider)
+        client, make_staff, user, alices):
+    client.force_login(make_staff("view_schedule", "change_schedule"))
 
     response = save(client, alices, input=json.dumps({"text": "theirs now"}))
 
     assert response.status_code == 200 and response.context["adminform"].form.errors["agent"]
     alices.refresh_from_db()
-    assert (alices.input, alices.created_by_id) == ({"text": "ping"}, alices.created_by_id)
+    assert (alices.input, alices.created_by) == ({"text": "ping"}, user)
 
 
 def test_a_schedule_saved_in_the_admin_runs_as_its_editor(client, superuser, alices):
