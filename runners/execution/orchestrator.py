@@ -16,7 +16,6 @@ from contextlib import aclosing
 import pydantic
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 
 from ledger import wire
@@ -107,10 +106,6 @@ def _turn(multitask: str | None) -> str | None:
 
 class ProtocolError(Exception):
     """The runner broke the result protocol; the run fails with this reason."""
-
-
-class OutputLimit(Exception):
-    """The run's results outgrew what one run may store; the run fails with this reason."""
 
 
 def _first_token(state: RunState) -> None:
@@ -410,10 +405,6 @@ class Orchestrator:
             return None
         if raw.get("run_id") not in (None, state.run_id):
             raise ProtocolError(f"runner.protocol: a result names run {raw.get('run_id')!r}")
-        state.stored_bytes += len(json.dumps(data))
-        if state.stored_bytes > settings.LANGHOST_RUN_MAX_STORED_BYTES:
-            raise OutputLimit(f"run.output_limit: the run's results passed "
-                              f"{settings.LANGHOST_RUN_MAX_STORED_BYTES} bytes; it was stopped")
         if usage is not None:
             state.usage = usage
         state_write = None

@@ -7,13 +7,16 @@ hands its work to that loop.
 """
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.conf import settings
+
 from ledger import wire
-from ledger.models import EventSource
+from ledger.models import EventSource, RunStatus
 from ledger.services import runs as ledger
 from runners.execution import journal
 from runners.execution.journal import Journal
@@ -42,6 +45,10 @@ class RunMessage:
                                 data=self.data, usage=self.usage)
 
 
+class OutputLimit(Exception):
+    """The run's events outgrew what one run may store; the run fails with this reason."""
+
+
 @dataclass
 class RunState:
     """What the loop tracks for one run while it streams."""
@@ -65,7 +72,8 @@ class RunState:
     # The text of the run's deltas so far: the reply of a runner that sends no message.
     delta_text: str = ""
     replied: bool = False
-    # What the run's results take in the ledger so far (their JSON), against the cap.
+    # What the run's events take in the ledger so far (their JSON), against the cap: the
+    # runner's results and what the host records for it alike.
     stored_bytes: int = 0
     # Only a run granted models can have model calls to sum into its usage at the end.
     calls_models: bool = True
@@ -92,7 +100,9 @@ class RunState:
     def append(self, type_: str, data: dict, usage, runner_sequence, *,
                source=EventSource.RUNNER, state_write=None, transcript=None,
                finish: bool = False) -> RunMessage:
-        """Queue one event (and, for a terminal result, the run's end) for the journal."""
+        """Queue one event (and, for a terminal result, the run's end) for the journal.
+        Raises OutputLimit, queueing nothing, when it would take the run past its cap."""
+        self._take_room(data, usage)
         self.ledger_sequence += 1
         metadata = {"runner_sequence": runner_sequence} if runner_sequence is not None else {}
         message = RunMessage(self.run_id, self.ledger_sequence, type_, data, usage)
@@ -106,6 +116,14 @@ class RunState:
             wire.run_event(run_id=self.run_id, sequence=self.ledger_sequence, type_=type_,
                            data=data, usage=usage, source=source, created_at=arrived))
         return message
+
+    def _take_room(self, data, usage) -> None:
+        size = len(json.dumps(data, default=str)) + (
+            len(json.dumps(usage, default=str)) if usage else 0)
+        if self.stored_bytes + size > settings.LANGHOST_RUN_MAX_STORED_BYTES:
+            raise OutputLimit(f"run.output_limit: the run's results passed "
+                              f"{settings.LANGHOST_RUN_MAX_STORED_BYTES} bytes; it was stopped")
+        self.stored_bytes += size
 
     def host_event(self, type_: str, data: dict) -> RunMessage:
         """Record what the host did for the run, or refused it."""
@@ -144,7 +162,10 @@ class LocalRunHandle:
 
         def apply() -> None:
             if state.takes_events:
-                act(state)
+                try:
+                    act(state)
+                except OutputLimit as exc:  # what the host records for it stops it too
+                    request_stop(state, RunStatus.FAILED, str(exc))
 
         try:
             state.loop.call_soon_threadsafe(apply)

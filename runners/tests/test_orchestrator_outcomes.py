@@ -11,6 +11,7 @@ from ledger.models import AgentRun, AgentRunEvent, Transcript
 from ledger.services import runs as ledger
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.runtime.host_process import host_process
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
@@ -66,6 +67,20 @@ async def test_cancel_stops_a_silent_runner_within_one_second(qa_gateway):
             break
         await asyncio.sleep(0.05)
     assert (plugin_dir / f"cancelled-{run_id}").exists()
+
+
+async def test_what_the_host_records_for_a_run_counts_against_its_cap(qa_gateway, settings):
+    settings.LANGHOST_RUN_MAX_STORED_BYTES = 2000
+    orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
+    stream = orchestrator.run(event(), binding("slow", sleep=30), run_id=run_id)
+    assert (await anext(stream)).type == "message.delta"  # then it sleeps
+
+    ending = asyncio.ensure_future(anext(stream, None))
+    await host_process().handle(run_id).record("tool.call.started", {"parameters": "p" * 3000})
+
+    assert await asyncio.wait_for(ending, scaled(5.0)) is None
+    run = await AgentRun.objects.aget(run_id=run_id)
+    assert run.status == "failed" and "run.output_limit" in run.status_reason
 
 
 async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_within_two_seconds(qa_gateway):

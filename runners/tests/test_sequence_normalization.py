@@ -1,4 +1,4 @@
-"""Sequence normalization of a result stream.
+"""Sequence normalization of a result stream, and what a run's events count against its cap.
 
 The pinned runtime re-stamps sequences 1..N, so duplicates and negatives cannot arrive through
 it; a scripted stream stands in for a runner reached some other way (a built-in, a future
@@ -88,3 +88,12 @@ async def test_stream_ending_without_a_terminal_result_fails_the_run():
 
     assert outcome["status"] == "failed"
     assert "ended without" in outcome["status_reason"]
+
+
+async def test_results_of_an_unknown_type_count_against_the_runs_cap(settings):
+    settings.LANGHOST_RUN_MAX_STORED_BYTES = 1000
+    blob = {"type": "e2e.custom", "sequence": 1, "data": {"blob": "y" * 2000}}
+
+    outcome = await run_script([blob, result(2, None, "run.completed")])
+
+    assert outcome["status"] == "failed" and "run.output_limit" in outcome["status_reason"]
