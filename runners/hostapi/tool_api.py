@@ -16,6 +16,9 @@ import json
 import time
 import uuid
 
+import pydantic
+from langbot_plugin.api.entities.builtin.provider.message import ContentElement
+
 from ledger.models import RunStatus
 from runners.execution import reply_files, tool_calls
 from runners.execution.tool_grants import EVENT_REPLY
@@ -25,6 +28,9 @@ from runners.runtime.host_process import host_process
 from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError
 
+# What `call_platform_api`'s `send_message` may carry as its message, besides a text: the
+# parts of one (as a runner's own reply carries them).
+MESSAGE_PARTS = pydantic.TypeAdapter(list[ContentElement])
 ACTIONS = frozenset({"get_tool_detail", "call_tool", "call_platform_api"})
 OPERATIONS = {"get_tool_detail": "detail", "call_tool": "call"}
 
@@ -114,10 +120,18 @@ async def _platform_call(data: dict, context: dict | None) -> dict:
     file_ids = data.get("file_ids") or []
     if not isinstance(file_ids, list) or not all(isinstance(item, str) for item in file_ids):
         raise HostError("tool.bad_arguments", "file_ids must be a list of file ids")
-    given = (data.get("params") or {}).get("message")
-    message = await reply_files.saved(
-        {"role": "assistant", "content": given if isinstance(given, (list, str)) else []},
-        run.conversation_id, run.run_id, file_ids)
+    params = data.get("params") if isinstance(data.get("params"), dict) else {}
+    content = params.get("message") or []
+    if not isinstance(content, str):
+        try:
+            content = [part.model_dump(exclude_none=True)
+                       for part in MESSAGE_PARTS.validate_python(content)]
+        except pydantic.ValidationError as exc:
+            problem = exc.errors(include_url=False)[0]
+            where = ".".join(["params.message", *map(str, problem["loc"])])
+            raise HostError("tool.bad_arguments", f"{where}: {problem['msg']}") from None
+    message = await reply_files.saved({"role": "assistant", "content": content},
+                                      run.conversation_id, run.run_id, file_ids)
     handle = host_process().handle(run.run_id)
     if run.status != RunStatus.RUNNING or handle is None or not await handle.reply(message):
         raise HostError("run.not_active", f"run {run.run_id} is no longer streaming")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ledger.models import AgentRun
-from runners.hostapi import run_api
+from ledger.models import AgentRun, Conversation
+from runners.hostapi import run_api, tool_api
 from runners.runtime.host import HostError
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,3 +86,19 @@ async def test_a_call_from_an_installation_langhost_does_not_know_is_refused(act
         await run_api.handle("run_get", {"run_id": "run-authz", "caller_plugin_identity": OWNER},
                              {"installation_uuid": "no-such-installation"})
     assert refused.value.code == "run.identity_mismatch"
+
+
+async def test_a_platform_reply_whose_message_is_no_message_is_refused_naming_it(active_run):
+    grants = {**active_run.authorization_json, "resources": {"tools": [
+        {"tool_name": "event_reply", "operations": ["call"]}]}}
+    await AgentRun.objects.filter(pk=active_run.pk).aupdate(authorization_json=grants)
+    await Conversation.objects.acreate(conversation_id="conv-authz", client_id="authz",
+                                       project_id="p", agent_id="a", user_id="u")
+
+    with pytest.raises(HostError) as refused:
+        await tool_api.handle("call_platform_api", {
+            "run_id": "run-authz", "caller_plugin_identity": OWNER, "action": "send_message",
+            "context_tool": "event_reply", "file_ids": [],
+            "params": {"message": [{"type": "image_base64", "image_base64": 5}]}}, None)
+
+    assert refused.value.code == "tool.bad_arguments" and "image_base64" in str(refused.value)
