@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from runners.conversations.services import Caller
 from runners.evals import evalset, services
 from runners.evals.models import EvalReport
 from runners.models import AgentInstance
@@ -76,7 +77,8 @@ class EvalReportAdmin(admin.ModelAdmin):
         form = EvaluateForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             submit(services.evaluate(agent, form.cleaned_data["evalset"],
-                                     form.cleaned_data["judge"] or None), host_process().loop)
+                                     form.cleaned_data["judge"] or None, Caller(request.user)),
+                   host_process().loop)
             messages.success(request, f"Evaluating {agent.name} with "
                                       f"“{form.cleaned_data['evalset'].name}”: its report shows "
                                       "here when every case has run.")

@@ -1,5 +1,6 @@
 """Evaluating an agent against an eval set (`runners.evals.evalset`): each case in a fresh
-conversation with the agent, its turns sent through the door as the operator's messages; each
+conversation with the agent, its turns sent through the door as the messages of whoever asked
+for the evaluation (the operator at the command line, a superuser in the admin); each
 turn's run checked against what the turn expects — the run completed, its reply (exact or
 containing), the tools it called in order (its trajectory), a rubric graded by a judge model.
 A case passes when every criterion of every turn does. The report is kept (`EvalReport`)."""
@@ -33,12 +34,14 @@ class Criterion:
 
 
 async def evaluate(agent: AgentInstance, evalset: EvalSet, judge_model: str | None = None,
-                   ) -> EvalReport:
-    """Run every case of `evalset` against `agent`; the report, stored. `judge_model` (else the
-    eval set's) grades the rubrics. Raises EvalSetError when a rubric has no judge."""
+                   caller: door.Caller | None = None) -> EvalReport:
+    """Run every case of `evalset` against `agent` as `caller` (the operator unless given); the
+    report, stored. `judge_model` (else the eval set's) grades the rubrics. Raises EvalSetError
+    when a rubric has no judge."""
+    caller = caller or door.Caller.operator()
     judge = await _judge(evalset, judge_model or evalset.judge_model)
     started = timezone.now()
-    cases = [await _case(agent, case, judge) for case in evalset.cases]
+    cases = [await _case(agent, case, judge, caller) for case in evalset.cases]
     passed = sum(case["passed"] for case in cases)
     report = {"evalset": evalset.name, "agent_id": str(agent.pk), "agent": agent.name,
               "judge_model": judge.name if judge else None, "started_at": started.isoformat(),
@@ -60,19 +63,20 @@ async def _judge(evalset: EvalSet, name: str | None):
     return models[0]
 
 
-def _open_conversation(agent: AgentInstance, case_name: str):
+def _open_conversation(agent: AgentInstance, case_name: str, caller: door.Caller):
     return conversation_services.create(
-        project_id=str(agent.project_id), agent_id=str(agent.pk), user_id="",
+        project_id=str(agent.project_id), agent_id=str(agent.pk),
+        user_id=str(caller.user.pk) if caller.user else "",
         title=f"eval: {case_name}"[:200], identity=door.state_identity(agent))
 
 
-async def _case(agent: AgentInstance, case, judge) -> dict:
-    conversation = await sync_to_async(_open_conversation)(agent, case.name)
+async def _case(agent: AgentInstance, case, judge, caller: door.Caller) -> dict:
+    conversation = await sync_to_async(_open_conversation)(agent, case.name, caller)
     turns = []
     for turn in case.turns:
         try:
             prepared = await sync_to_async(door.prepare_agent_run)(
-                door.Caller.operator(), agent_id=str(agent.pk),
+                caller, agent_id=str(agent.pk),
                 conversation_id=conversation.conversation_id,
                 event_input={"text": turn.user}, source="system")
             outcome = await door.run_to_end(prepared)

@@ -9,6 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
+from ledger.models import AgentRun, Conversation
 from runners.evals.models import EvalReport
 from tests.timing import scaled
 
@@ -41,7 +42,8 @@ def echo_agent(make_agent_type, make_agent, project):
                       name="Parrot")
 
 
-def test_an_uploaded_eval_set_runs_and_its_report_lists_each_criterion(admin_client, echo_agent):
+def test_an_uploaded_eval_set_runs_and_its_report_lists_each_criterion(admin_client, echo_agent,
+                                                                        superuser):
     agent_page = admin_client.get(reverse("admin:runners_agentinstance_change",
                                           args=[echo_agent.pk])).content.decode()
     evaluate = reverse("admin:evals_evalreport_evaluate", args=[echo_agent.pk])
@@ -62,6 +64,10 @@ def test_an_uploaded_eval_set_runs_and_its_report_lists_each_criterion(admin_cli
     table = page[start:page.index("</table>", start)]
     assert "says-it-back</td><td>reply is exactly</td><td>PASS" in table
     assert "expects-too-much</td><td>reply contains &#x27;goodbye&#x27;</td><td>FAIL" in table
+    # Its runs are the superuser's who asked, in conversations of theirs.
+    assert set(AgentRun.objects.values_list("actor_type", "actor_id")) == {
+        ("user", str(superuser.pk))}
+    assert set(Conversation.objects.values_list("user_id", flat=True)) == {str(superuser.pk)}
 
 
 def test_a_bad_eval_set_is_refused_naming_its_field(admin_client, echo_agent):
