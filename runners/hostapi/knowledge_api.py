@@ -51,8 +51,11 @@ async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
         raise HostError("run.not_found", f"run {run_id} does not exist")
     auth = await sync_to_async(run.authorization)()
     claimed = data.get("caller_plugin_identity")
-    if claimed and claimed != auth.get("plugin_identity"):
-        raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {claimed}")
+    # Named by LangHost's runtime from the plugin's own connection: an unnamed caller is
+    # refused, as every in-run API refuses one (`run_api.authorize`).
+    if not claimed or claimed != auth.get("plugin_identity"):
+        raise HostError("run.identity_mismatch", f"run {run_id} does not belong to "
+                                                 f"{claimed or 'an unnamed caller'}")
     if run.status != RunStatus.RUNNING:
         raise HostError("run.not_active", f"run {run_id} is {run.status}; {action} needs an "
                                           "active run")

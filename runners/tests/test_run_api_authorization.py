@@ -3,7 +3,7 @@
 import pytest
 
 from ledger.models import AgentRun, Conversation
-from runners.hostapi import run_api, tool_api
+from runners.hostapi import knowledge_api, run_api, tool_api
 from runners.runtime.host import HostError
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,3 +102,10 @@ async def test_a_platform_reply_whose_message_is_no_message_is_refused_naming_it
             "params": {"message": [{"type": "image_base64", "image_base64": 5}]}}, None)
 
     assert refused.value.code == "tool.bad_arguments" and "image_base64" in str(refused.value)
+
+
+async def test_a_knowledge_call_from_an_unnamed_caller_is_refused(active_run):
+    with pytest.raises(HostError) as refused:
+        await knowledge_api.document_file("get_knowledge_file_stream",
+                                          {"run_id": "run-authz", "storage_path": "kb/x.md"})
+    assert refused.value.code == "run.identity_mismatch"
