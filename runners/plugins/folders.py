@@ -16,8 +16,8 @@ import yaml
 
 # A plugin's author and name make its folder's name, `<author>__<name>`: one path segment.
 PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-# The most of a Python entry read to check that it compiles.
-MAX_ENTRY_BYTES = 1024 * 1024
+# The most of a plugin's manifest, and of its Python entry, read to check them.
+MAX_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,11 @@ def check(path: Path) -> PluginFolder:
     author, _, name = path.name.partition("__")
     named = PluginFolder(path, author if name else "", name or path.name)
     try:
-        manifest = yaml.safe_load((path / "manifest.yaml").read_text())
+        manifest = yaml.safe_load(_file_inside(path, "manifest.yaml"))
     except OSError:
-        return _quarantined(named, "it has no readable manifest.yaml")
+        return _quarantined(named, "it has no readable manifest.yaml (a file inside its folder)")
+    except OversizedFile as exc:
+        return _quarantined(named, str(exc))
     except yaml.YAMLError as exc:
         return _quarantined(named, f"manifest.yaml is not valid YAML: {_first_line(exc)}")
     if not isinstance(manifest, dict):
@@ -85,17 +87,12 @@ def _entry_problem(path: Path, manifest: dict) -> str:
     entry = python.get("path") if isinstance(python, dict) else None
     if not isinstance(entry, str) or not entry:
         return "manifest.yaml: `execution.python.path` must name the plugin's Python entry"
-    source = path / entry
-    if not _inside(path, source) or not source.is_file():
-        return f"its Python entry {entry} is missing (a file inside the plugin's folder)"
     try:
-        with source.open("rb") as opened:
-            code = opened.read(MAX_ENTRY_BYTES + 1)
-        if len(code) > MAX_ENTRY_BYTES:
-            return f"its Python entry {entry} is over {MAX_ENTRY_BYTES} bytes"
-        compile(code, str(source), "exec")
+        compile(_file_inside(path, entry), str(path / entry), "exec")
     except OSError:
-        return f"its Python entry {entry} is missing"
+        return f"its Python entry {entry} is missing (a file inside the plugin's folder)"
+    except OversizedFile as exc:
+        return f"its Python entry {exc}"
     except (SyntaxError, ValueError) as exc:
         return f"its Python entry {entry} does not compile: {_first_line(exc)}"
     return ""
@@ -118,6 +115,23 @@ def _components_problem(path: Path, manifest: dict) -> str:
                     or not (path / where).is_dir():
                 return f"the {kind} components directory {where!r} is missing"
     return ""
+
+
+class OversizedFile(Exception):
+    pass
+
+
+def _file_inside(folder: Path, relative: str) -> bytes:
+    """The bytes of `relative`, a regular file inside `folder` (its links followed); OSError
+    when it is none, OversizedFile past MAX_FILE_BYTES."""
+    path = folder / relative
+    if not _inside(folder, path) or not path.is_file():
+        raise FileNotFoundError(relative)
+    with path.open("rb") as opened:
+        data = opened.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OversizedFile(f"{relative} is over {MAX_FILE_BYTES} bytes")
+    return data
 
 
 def _inside(folder: Path, path: Path) -> bool:
