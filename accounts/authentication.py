@@ -14,10 +14,12 @@ takes effect at once, one saved by another process within that time.
 import copy
 import threading
 from datetime import UTC, datetime
+from importlib import import_module
 from time import monotonic, time
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY, get_user_model
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 from rest_framework_simplejwt.authentication import JWTAuthentication
@@ -153,15 +155,23 @@ class RevocableJWTAuthentication(JWTAuthentication):
         return copy.copy(user), validated_token
 
 
-def still_signed_in(user, digest: str, validated_token=None) -> bool:
-    """Whether `user`, signed in with `digest` (and `validated_token`, if by token), still is:
-    active, the same password, the token neither expired nor signed out. Read from the
-    database: for a connection that outlives a request (a WebSocket)."""
+def _session_of(session_key: str, user) -> bool:
+    """Whether the session is still `user`'s: not signed out (flushed), nor expired."""
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+    return session.get(SESSION_KEY) == str(user.pk)
+
+
+def still_signed_in(user, digest: str, validated_token=None, session_key: str | None = None
+                    ) -> bool:
+    """Whether `user`, signed in with `digest` (and `validated_token`, if by token, or the
+    session `session_key`, if by the admin's cookie), still is: active, the same password, the
+    token neither expired nor signed out, the session still theirs. Read from the database:
+    for a connection that outlives a request (a WebSocket)."""
     current = _load_user(str(getattr(user, api_settings.USER_ID_FIELD)))
     if current is None or not current.is_active or password_digest(current) != digest:
         return False
     if validated_token is None:
-        return True
+        return session_key is None or _session_of(session_key, current)
     if validated_token["exp"] <= time():
         return False
     try:

@@ -4,6 +4,7 @@ deactivated or signs out, in this process, and an open conversation socket stops
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.test import Client
 
 from accounts.tokens import token_pair
 from langhost.asgi import application
@@ -101,3 +102,27 @@ async def test_an_open_conversation_socket_answers_no_more_once_its_user_is_revo
 
     assert outputs[-1] == {"type": "websocket.close", "code": 4401}
     assert not any("echo: after" in output.get("text", "") for output in outputs)
+
+
+async def test_a_socket_opened_with_the_admin_session_answers_no_more_once_it_signs_out(
+        agent, superuser):
+    conversation = await sync_to_async(conversations.create)(
+        project_id=str(agent.project_id), agent_id=str(agent.pk), user_id=str(superuser.pk))
+    admin = Client()
+    await sync_to_async(admin.force_login)(superuser)
+    socket = WebsocketCommunicator(
+        application, f"/ws/conversations/{conversation.conversation_id}/",
+        headers=[(b"cookie", f"sessionid={admin.cookies['sessionid'].value}".encode())])
+    assert (await socket.connect(timeout=scaled(1)))[0]
+    assert (await socket.receive_json_from(timeout=scaled(1)))["type"] == "ready"
+    assert (await talk(socket, "before"))[-1]["status"] == "completed"
+
+    await sync_to_async(admin.logout)()
+    await socket.send_json_to({"type": "message", "text": "after"})
+
+    outputs = [await socket.receive_output(timeout=scaled(5))]
+    while outputs[-1]["type"] != "websocket.close":
+        outputs.append(await socket.receive_output(timeout=scaled(5)))
+    await socket.disconnect()
+
+    assert outputs[-1] == {"type": "websocket.close", "code": 4401}

@@ -93,7 +93,7 @@ class RunStreamConsumer(AsyncWebsocketConsumer):
         if not await can_view_run(user, run):
             await self.close(code=4403)
             return
-        self.user, self.signed_in = user, (password_digest(user), self.scope.get("auth_token"))
+        self.user, self.signed_in = user, _how_signed_in(self.scope, user)
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.joined = True
         self.last_sent = after
@@ -245,6 +245,15 @@ def origin_of(scope: dict) -> str:
     return f"{'https' if scope.get('scheme') in ('wss', 'https') else 'http'}://{host}"
 
 
+def _how_signed_in(scope, user) -> tuple:
+    """What `still_signed_in` checks again: the password's digest, and the token, or else the
+    admin session, the socket was opened with."""
+    token = scope.get("auth_token")
+    session = scope.get("session")
+    return (password_digest(user), token,
+            None if token is not None or session is None else session.session_key)
+
+
 @database_sync_to_async
 def _prepare(user, signed_in: tuple, conversation, data: dict, origin: str):
     if not still_signed_in(user, *signed_in):
@@ -306,7 +315,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         self.user, self.task, self.group = user, None, None
         # How the user signed in, checked again with each message (`still_signed_in`).
-        self.signed_in = (password_digest(user), self.scope.get("auth_token"))
+        self.signed_in = _how_signed_in(self.scope, user)
         await self._send({"type": "ready", "conversation_id": conversation_id,
                           "agent": agent.name, "agent_id": str(agent.pk)})
 
