@@ -79,6 +79,15 @@ async def talk(socket, text: str) -> list[dict]:
     return frames
 
 
+async def until_closed(socket) -> list[dict]:
+    """What the socket sent until it closed."""
+    outputs = [await socket.receive_output(timeout=scaled(5))]
+    while outputs[-1]["type"] != "websocket.close":
+        outputs.append(await socket.receive_output(timeout=scaled(5)))
+    await socket.disconnect()
+    return outputs
+
+
 @pytest.mark.parametrize("revoked_by", ["deactivation", "sign-out"])
 async def test_an_open_conversation_socket_answers_no_more_once_its_user_is_revoked(
         conversation, user, anon_client, revoked_by):
@@ -95,10 +104,7 @@ async def test_an_open_conversation_socket_answers_no_more_once_its_user_is_revo
             HTTP_AUTHORIZATION=f"Bearer {tokens['access_token']}")
     await socket.send_json_to({"type": "message", "text": "after"})
 
-    outputs = [await socket.receive_output(timeout=scaled(5))]
-    while outputs[-1]["type"] != "websocket.close":
-        outputs.append(await socket.receive_output(timeout=scaled(5)))
-    await socket.disconnect()
+    outputs = await until_closed(socket)
 
     assert outputs[-1] == {"type": "websocket.close", "code": 4401}
     assert not any("echo: after" in output.get("text", "") for output in outputs)
@@ -120,9 +126,6 @@ async def test_a_socket_opened_with_the_admin_session_answers_no_more_once_it_si
     await sync_to_async(admin.logout)()
     await socket.send_json_to({"type": "message", "text": "after"})
 
-    outputs = [await socket.receive_output(timeout=scaled(5))]
-    while outputs[-1]["type"] != "websocket.close":
-        outputs.append(await socket.receive_output(timeout=scaled(5)))
-    await socket.disconnect()
+    outputs = await until_closed(socket)
 
     assert outputs[-1] == {"type": "websocket.close", "code": 4401}
