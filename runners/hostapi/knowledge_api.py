@@ -16,9 +16,8 @@ is refused when it names another plugin or the run is no longer active.
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
-
 from ledger.models import AgentRun, RunStatus
+from runners.hostapi import run_api
 from runners.knowledge import collections, services
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
 from runners.providers import load_calls
@@ -43,22 +42,11 @@ def _granted(auth: dict, operation: str) -> list[dict]:
 
 
 async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
-    run_id = data.get("run_id")
-    if not run_id:
-        raise HostError("run.required", f"{action} must name the run it belongs to")
-    run = await AgentRun.objects.filter(run_id=str(run_id)).afirst()
-    if run is None:
-        raise HostError("run.not_found", f"run {run_id} does not exist")
-    auth = await sync_to_async(run.authorization)()
-    claimed = data.get("caller_plugin_identity")
-    # Named by LangHost's runtime from the plugin's own connection: an unnamed caller is
-    # refused, as every in-run API refuses one (`run_api.authorize`).
-    if not claimed or claimed != auth.get("plugin_identity"):
-        raise HostError("run.identity_mismatch", f"run {run_id} does not belong to "
-                                                 f"{claimed or 'an unnamed caller'}")
+    """The run, checked as every in-run API checks it (`run_api.authorize`), and active."""
+    run, auth = await run_api.authorize(action, data, None)
     if run.status != RunStatus.RUNNING:
-        raise HostError("run.not_active", f"run {run_id} is {run.status}; {action} needs an "
-                                          "active run")
+        raise HostError("run.not_active", f"run {run.run_id} is {run.status}; {action} needs "
+                                          "an active run")
     return run, auth
 
 
