@@ -7,6 +7,7 @@ in-memory channel layer, and the plugin runtime spawned over stdio.
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -297,18 +298,44 @@ LANGHOST_ANONYMOUS_BODY_MAX_BYTES = int(os.environ.get("LANGHOST_ANONYMOUS_BODY_
 # Threads for a request's heavy writes (a conversation's state), apart from the thread that
 # starts and ends runs: one user's large write cannot hold up another's run.
 LANGHOST_HEAVY_WRITE_THREADS = int(os.environ.get("LANGHOST_HEAVY_WRITE_THREADS", 2))
-# Confine the plugin runtime and its plugins (runners/runtime/sandbox.py): auto, bwrap, off.
+# Confine the plugin runtime and its plugins (runners/runtime/sandbox.py): auto, required,
+# bwrap, namespaces, off.
 LANGHOST_PLUGIN_SANDBOX = os.environ.get("LANGHOST_PLUGIN_SANDBOX", "auto")
+
+
+def _services_ports() -> set[int]:
+    """LangHost's own TCP ports: the web port, the database's and Redis' (where they are TCP)."""
+    ports = {int(os.environ.get("LANGHOST_PORT", "8000"))}
+    database = DATABASES["default"]
+    if not database["ENGINE"].endswith("sqlite3"):
+        ports.add(int(database.get("PORT") or 5432))
+    if REDIS_URL:
+        ports.add(urlsplit(REDIS_URL).port or 6379)
+    return ports
+
+
+def _ports(name: str) -> set[int]:
+    return {int(port) for port in os.environ.get(name, "").replace(",", " ").split()}
+
+
+# No confined process (plugins, pip, box commands) connects over TCP to these ports:
+# LangHost's own services, and `LANGHOST_SANDBOX_CLOSED_PORTS`, less what the operator opens
+# (`LANGHOST_SANDBOX_OPEN_PORTS`). Landlock closes a port on every host, not only this one.
+LANGHOST_SANDBOX_CLOSED_PORTS = sorted(
+    (_services_ports() | _ports("LANGHOST_SANDBOX_CLOSED_PORTS"))
+    - _ports("LANGHOST_SANDBOX_OPEN_PORTS"))
 # Whether the process that owns the plugin runtime fails the runs whose process died (their
 # lease ran out) once a tick.
 LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)
 # Whether the process that owns the plugin runtime ingests knowledge documents in its
 # background (else `manage.py ingest_knowledge` does).
 LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)
-# The sandbox box (runners/box/): the SDK's box server's backend (`host` runs commands as
-# this machine's user and isolates nothing; `nsjail` where nsjail is installed), and the
-# limits of one call: seconds, memory, output returned, a file's size.
-LANGHOST_BOX_BACKEND = os.environ.get("LANGHOST_BOX_BACKEND", "host")
+# The sandbox box (runners/box/): its backend (`sandbox`, confined as plugins are; the SDK's
+# box server's `nsjail`, `docker` or `e2b`; `host-unsafe`, the SDK's `host`, which isolates
+# nothing), and the limits of one call: seconds, memory, processes, output returned, a file's
+# size.
+LANGHOST_BOX_BACKEND = os.environ.get("LANGHOST_BOX_BACKEND", "sandbox")
+LANGHOST_BOX_PROCESSES = int(os.environ.get("LANGHOST_BOX_PROCESSES", 64))
 LANGHOST_BOX_EXEC_SECONDS = int(os.environ.get("LANGHOST_BOX_EXEC_SECONDS", 30))
 LANGHOST_BOX_MEMORY_MB = int(os.environ.get("LANGHOST_BOX_MEMORY_MB", 1024))
 LANGHOST_BOX_OUTPUT_BYTES = int(os.environ.get("LANGHOST_BOX_OUTPUT_BYTES", 16 * 1024))

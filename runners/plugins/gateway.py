@@ -59,14 +59,9 @@ def instance_id() -> str:
 
 
 def plugin_sandbox() -> Sandbox | None:
-    """The sandbox a runtime of this process runs in (`LANGHOST_PLUGIN_SANDBOX`): LangHost's
-    data dir, and its SQLite database wherever it is, out of the plugins' sight."""
-    hidden = [str(settings.DATA_DIR)]
-    database = settings.DATABASES["default"]
-    if database["ENGINE"].endswith("sqlite3"):
-        hidden.append(str(database["NAME"]))
-        hidden.append(str((database.get("TEST") or {}).get("NAME") or ""))
-    return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, [path for path in hidden if path])
+    """The sandbox a runtime of this process runs in (`LANGHOST_PLUGIN_SANDBOX`), closed to
+    LangHost's own ports (`LANGHOST_SANDBOX_CLOSED_PORTS`)."""
+    return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, settings.LANGHOST_SANDBOX_CLOSED_PORTS)
 
 
 def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:

@@ -81,7 +81,8 @@ async def _pip_install(lines: tuple[str, ...], folder: Path, timeout: float,
     target.mkdir(parents=True)
     scratch = Path(tempfile.mkdtemp(prefix=".pip-", dir=folder / PLUGIN_VENV_DIR))
     (scratch / "requirements.txt").write_text("\n".join(lines) + "\n")
-    confined = sandbox.command_argv([str(folder / PLUGIN_VENV_DIR)]) if sandbox else []
+    confined = (sandbox.command_argv([str(folder / PLUGIN_VENV_DIR)], str(folder)) if sandbox
+                else [])
     process = await asyncio.create_subprocess_exec(
         *confined, sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
         "--no-input", "--no-cache-dir", "--no-compile", "--ignore-installed",

@@ -4,10 +4,10 @@
   them to anyone. LangHost drives the runtime over stdio and its plugin processes reach it
   over loopback, so here every server binds 127.0.0.1 and `/healthz` goes through the
   server's authentication like any other request.
-- **Each plugin in its own sandbox** (when the host passes `LANGHOST_PLUGIN_BWRAP`, the path
-  of bubblewrap): a plugin sees the filesystem read-only, its own folder writable, and neither
-  the runtime's dir nor the other plugins' folders (empty directories); it has no capability
-  and its own pid namespace.
+- **Each plugin in its own sandbox** (when the host describes one in
+  `LANGHOST_PLUGIN_CONFINEMENT`, `sandbox.py`): a plugin sees the system and Python read-only
+  and its own folder writable, neither the runtime's dir nor the other plugins' folders; it
+  has no capability and its own pid namespace.
 - **Each plugin's log is its own**: its stderr lines reach the runtime's log prefixed with
   `[plugin <author>__<name>]`, so the host can tell whose error a line is.
 - **Crash loops stop**: after `LANGHOST_PLUGIN_MAX_CRASHES` exits in a row, each within the
@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import os
 import sys
-from pathlib import Path
 
 from langbot_plugin.cli import main
 from langbot_plugin.entities.io.actions.enums import PluginToRuntimeAction
@@ -32,9 +31,11 @@ from langbot_plugin.runtime.io.controllers.stdio import client
 from langbot_plugin.runtime.io.controllers.ws import server
 from langbot_plugin.runtime.io.handlers import plugin as plugin_handler
 from langbot_plugin.runtime.plugin import mgr
+from sandbox import PLUGIN_SANDBOX_VARIABLE, Sandbox  # beside this file, run by path
 
 LOOPBACK = "127.0.0.1"
-BWRAP = os.environ.pop("LANGHOST_PLUGIN_BWRAP", "")
+_described = os.environ.pop(PLUGIN_SANDBOX_VARIABLE, "")
+PLUGIN_SANDBOX = Sandbox.for_plugins(_described) if _described else None
 MAX_CRASHES = int(os.environ.pop("LANGHOST_PLUGIN_MAX_CRASHES", "5"))
 _init = server.WebSocketServerController.__init__
 _launch_plugin = mgr.PluginManager.launch_plugin
@@ -54,21 +55,6 @@ def _no_public_health(connection, request, health_snapshot_provider=None):
     return None  # not answered before authentication: a request without credentials gets 401
 
 
-def plugin_sandbox_argv(bwrap: str, plugin_path: str) -> list[str]:
-    """bubblewrap's arguments for the plugin in `plugin_path`, ending in `--`."""
-    own = os.path.realpath(plugin_path)
-    runtime_dir = os.path.realpath(os.getcwd())
-    plugins = Path(runtime_dir, "data", "plugins")
-    others = {os.path.realpath(entry) for entry in plugins.iterdir()} if plugins.is_dir() else set()
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", runtime_dir]
-    for other in sorted(others - {own}):
-        if not other.startswith(runtime_dir + os.sep):  # else hidden with the runtime's dir
-            argv += ["--tmpfs", other]
-    return argv + ["--bind", own, own, "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                   "--new-session", "--cap-drop", "ALL", "--chdir", own, "--"]
-
-
 async def _relay(stream: asyncio.StreamReader, prefix: str) -> None:
     while line := await stream.readline():
         sys.stderr.write(f"{prefix} {line.decode(errors='replace').rstrip()}\n")
@@ -81,8 +67,9 @@ class PluginProcess(client.StdioClientController):
     def __init__(self, command, args, env, working_dir=".", **options):
         options["capture_stderr"] = True
         self.prefix = f"[plugin {os.path.basename(os.path.normpath(working_dir))}]"
-        if BWRAP:
-            command, args = BWRAP, [*plugin_sandbox_argv(BWRAP, working_dir)[1:], command, *args]
+        if PLUGIN_SANDBOX is not None:
+            confined = PLUGIN_SANDBOX.plugin_argv(working_dir)
+            command, args = confined[0], [*confined[1:], command, *args]
         super().__init__(command, args, env, working_dir, **options)
 
     async def run(self, new_connection_callback):

@@ -1,24 +1,29 @@
-"""Confining the plugin runtime and its plugins with bubblewrap (Debian's `bubblewrap`).
+"""Confining the plugin runtime, its plugins, pip and box commands, by allow-list.
 
-Inside the sandbox the whole filesystem is read-only; LangHost's data dir (its database,
-secret key, instance id, artifacts) is an empty directory; only the runtime's own dir and the
-plugin folders it loads are writable. (`/tmp` stays as it is, read-only: the interpreter or
-the checkout may live there.) The runtime is pid 1 of its
-own pid namespace, so no process of the host is visible (nor its `/proc/<pid>/environ`);
-every capability is dropped (as root, bubblewrap would otherwise keep them, and could undo
-its own mounts) but the one bubblewrap needs to start each plugin in a sandbox of its own
-(`runtime_main.py`), where a plugin sees neither the runtime's dir nor the other plugins' and
-has no capability at all; and the sandbox dies with the process that started it. The network
-is the host's: plugins may call out, and the runtime listens on loopback for them. Where
-sandboxes cannot nest (bubblewrap without root), the plugins share the runtime's.
+A confined process sees only what `readable_paths()` lists, read-only (the system's programs
+and libraries, a few files of /etc, the Python installation and the runtime's own code), and
+what its caller makes writable (the runtime's dir and its plugins' folders; one plugin's own
+folder; a conversation's workspace). Nothing else of the machine is there: no data dir of any
+LangHost, no other plugin or workspace, no /etc/shadow, no process of the host (its own PID
+namespace). No capability, no new privileges, and no TCP connection to `closed_ports` (the
+host's own web port, database and Redis, by Landlock) unless the operator opens them.
 
-`LANGHOST_PLUGIN_SANDBOX`: `auto` (confine when bubblewrap works here, else run unconfined
-and say so in the log), `bwrap` (confine, or do not start the runtime), `off`.
+Two engines give that view:
+- `bwrap`, Debian's bubblewrap, the first choice where it works (`make test` installs it);
+- `namespaces`, `confine.py`: the same from Python and the kernel alone (unprivileged user,
+  mount and PID namespaces, Landlock), for machines without bubblewrap, as `make run` leaves
+  a newcomer's.
+
+`LANGHOST_PLUGIN_SANDBOX`: `auto` (the first engine that works; unconfined, and said
+everywhere, if none does), `required` (the first that works, or nothing starts), `bwrap` or
+`namespaces` (that one, or nothing starts), `off` (unconfined: the operator's choice, said
+everywhere).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import shutil
@@ -29,53 +34,108 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-MODES = ("auto", "bwrap", "off")
+MODES = ("auto", "required", "bwrap", "namespaces", "off")
+CONFINE = str(Path(__file__).with_name("confine.py"))
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What programs read of /etc: names, certificates, time zones, the dynamic linker's cache.
+ETC_ENTRIES = ("ssl", "ca-certificates", "ca-certificates.conf", "pki", "resolv.conf", "hosts",
+               "host.conf", "nsswitch.conf", "gai.conf", "services", "protocols", "passwd",
+               "group", "localtime", "timezone", "mime.types", "ld.so.cache", "ld.so.conf",
+               "ld.so.conf.d", "alternatives", "os-release", "debian_version")
+PROBE_SECONDS = 30
+PLUGIN_SANDBOX_VARIABLE = "LANGHOST_PLUGIN_CONFINEMENT"
 
 
 class SandboxUnavailable(RuntimeError):
-    """`LANGHOST_PLUGIN_SANDBOX=bwrap`, and bubblewrap cannot confine a process here."""
+    """The mode asks for confinement that cannot be had here."""
+
+
+def readable_paths() -> tuple[str, ...]:
+    """What every confined process may read (and nothing of it write)."""
+    python = {sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix}
+    candidates = [*SYSTEM_DIRS, *(f"/etc/{entry}" for entry in ETC_ENTRIES),
+                  *sorted(python), str(Path(__file__).parent)]
+    return tuple(path for path in candidates
+                 if os.path.exists(path) and os.path.realpath(path) != "/")
 
 
 @dataclass(frozen=True)
 class Sandbox:
-    """What the runtime must not see (`hidden`: directories become empty, files empty)."""
-
-    hidden: tuple[str, ...]
-    bwrap: str
-    per_plugin: bool  # each plugin in a sandbox of its own, inside the runtime's
+    engine: str  # "bwrap" or "namespaces"
+    readable: tuple[str, ...]
+    closed_ports: tuple[int, ...] = ()
+    bwrap: str = ""
+    per_plugin: bool = True  # each plugin in a sandbox of its own, inside the runtime's
 
     def argv(self, runtime_dir: str, info_fd: int) -> list[str]:
-        """bubblewrap's arguments for a runtime working in `runtime_dir`, ending in `--`."""
-        argv = self._hiding(_writable(runtime_dir))
-        argv += ["--cap-drop", "ALL", *(["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else [])]
-        return argv + ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--as-pid-1",
-                       "--die-with-parent", "--info-fd", str(info_fd), "--chdir", runtime_dir,
-                       "--"]
+        """The prefix confining a runtime working in `runtime_dir`, ending in `--`."""
+        writable = _writable(runtime_dir)
+        if self.engine == "namespaces":
+            return self._confine_argv(writable, runtime_dir, info_fd=info_fd)
+        caps = ["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else []
+        return [*self._bwrap_view(writable), "--cap-drop", "ALL", *caps, "--unshare-pid",
+                "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--die-with-parent",
+                "--info-fd", str(info_fd), "--chdir", runtime_dir, "--",
+                *self._ports_closed()]
 
-    def _hiding(self, writable) -> list[str]:
-        """The filesystem: read-only, `hidden` empty, `writable` (real paths) writable."""
-        argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        for path in self.hidden:
-            if os.path.isdir(path):
-                argv += ["--tmpfs", path]
-            elif os.path.exists(path):
-                argv += ["--ro-bind", "/dev/null", path]
-        # After the tmpfs mounts (bubblewrap applies them in order): the writable places,
-        # outermost first.
+    def command_argv(self, writable: list[str], workdir: str) -> list[str]:
+        """The prefix confining a one-off command (pip installing a plugin's packages) that
+        reads `workdir` and writes only `writable`."""
+        writable = {os.path.realpath(path) for path in writable}
+        readable = [os.path.realpath(workdir)]
+        if self.engine == "namespaces":
+            return self._confine_argv(writable, workdir, readable=readable)
+        return [*self._bwrap_view(writable, readable), "--unshare-pid", "--unshare-ipc",
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", workdir,
+                "--", *self._ports_closed()]
+
+    def _bwrap_view(self, writable, readable=()) -> list[str]:
+        argv = [self.bwrap, "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
+                "/tmp"]
+        for path in [*self.readable, *readable]:
+            argv += ["--ro-bind", path, path]
+        # Writable places last (bubblewrap applies binds in order), outermost first.
         for path in sorted(writable, key=lambda path: path.count(os.sep)):
             argv += ["--bind", path, path]
-        return argv
+        return [*argv, "--remount-ro", "/"]
 
-    def command_argv(self, writable: list[str]) -> list[str]:
-        """bubblewrap's arguments for a one-off command (pip installing a plugin's packages)
-        that may write only in `writable`, sees nothing `hidden`, and holds no capability."""
-        return self._hiding(map(os.path.realpath, writable)) + [
-            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--"]
+    def _ports_closed(self) -> list[str]:
+        """Inside bubblewrap, `confine.py` closing the ports (Landlock) before the command."""
+        if not self.closed_ports:
+            return []
+        plan = {"namespaces": False, "closed_ports": list(self.closed_ports)}
+        return [sys.executable, CONFINE, json.dumps(plan), "--"]
+
+    def _confine_argv(self, writable, workdir: str, *, readable=(), info_fd=None) -> list[str]:
+        binds = [(path, path, False) for path in [*self.readable, *readable]]
+        binds += [(path, path, True) for path in writable]
+        plan = {"binds": binds, "closed_ports": list(self.closed_ports), "chdir": workdir}
+        if info_fd is not None:
+            plan["info_fd"] = info_fd
+        return [sys.executable, CONFINE, json.dumps(plan), "--"]
+
+    def plugin_argv(self, folder: str) -> list[str]:
+        """The prefix confining one plugin (run by the runtime, inside its own sandbox): the
+        plugin's folder its only writable place, no other plugin's nor the runtime's dir."""
+        own = os.path.realpath(folder)
+        if self.engine == "namespaces":
+            return self._confine_argv({own}, own)
+        return [*self._bwrap_view({own}), "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+                "--new-session", "--cap-drop", "ALL", "--chdir", own, "--"]
 
     def runtime_environment(self) -> dict[str, str]:
-        """What the runtime is told about sandboxing its plugins (`runtime_main.py`)."""
-        return {"LANGHOST_PLUGIN_BWRAP": self.bwrap} if self.per_plugin else {}
+        """What the runtime is told to confine each plugin with (`runtime_main.py`)."""
+        if not self.per_plugin:
+            return {}
+        # Ports need no closing again: a plugin inherits its runtime's Landlock domain.
+        return {PLUGIN_SANDBOX_VARIABLE: json.dumps(
+            {"engine": self.engine, "readable": self.readable, "bwrap": self.bwrap})}
+
+    @classmethod
+    def for_plugins(cls, environment: str) -> Sandbox:
+        """The sandbox `runtime_environment()` described."""
+        described = json.loads(environment)
+        return cls(**{**described, "readable": tuple(described["readable"])})
 
 
 def _writable(runtime_dir: str) -> set[str]:
@@ -87,41 +147,74 @@ def _writable(runtime_dir: str) -> set[str]:
     return places
 
 
-def _confining(bwrap: str, *caps: str) -> list[str]:
-    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-            "--die-with-parent", "--cap-drop", "ALL", *caps, "--"]
-
-
-@functools.cache
-def _probe(bwrap: str, nested: bool) -> str | None:
-    """Why bubblewrap cannot confine a process here (`nested`: inside a runtime's sandbox),
-    or None when it can."""
-    argv = [*_confining(bwrap), sys.executable, "-c", "pass"]
-    if nested:
-        argv = [*_confining(bwrap, "--cap-add", "CAP_SYS_ADMIN"), *argv]
+def _runs(argv: list[str]) -> str | None:
+    """Why `argv` (a confined `python -c pass`) fails here, or None when it runs."""
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=PROBE_SECONDS, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.decode(errors="replace").strip()
                                               or f"exit code {done.returncode}")
 
 
-def sandbox_for(mode: str, hidden: list[str]) -> Sandbox | None:
-    """The sandbox `mode` asks for, hiding `hidden`; None to run unconfined."""
+@functools.cache
+def _probe(engine: str) -> tuple[str | None, bool]:
+    """Why `engine` cannot confine a process here (None when it can), and whether a process
+    it confines can confine another (each plugin inside the runtime's sandbox)."""
+    if engine == "bwrap" and not shutil.which("bwrap"):
+        return "bubblewrap is not installed (apt install bubblewrap)", False
+    sandbox = Sandbox(engine, readable_paths(), bwrap=shutil.which("bwrap") or "")
+    here = os.path.realpath(os.getcwd())
+    python = [sys.executable, "-c", "pass"]
+    problem = _runs([*sandbox.command_argv([], here), *python])
+    if problem is not None:
+        return problem, False
+    read, write = os.pipe()
+    try:
+        outer = sandbox.argv(here, write)
+    finally:
+        os.close(read)
+        os.close(write)
+    nested = _runs([*_without_info_fd(outer), *sandbox.plugin_argv(here), *python])
+    if nested:
+        logger.warning("plugins share their runtime's sandbox: %s", nested)
+    return None, nested is None
+
+
+def _without_info_fd(argv: list[str]) -> list[str]:
+    if "--info-fd" in argv:
+        index = argv.index("--info-fd")
+        return argv[:index] + argv[index + 2:]
+    index = argv.index(CONFINE) + 1
+    plan = json.loads(argv[index])
+    plan.pop("info_fd")
+    return [*argv[:index], json.dumps(plan), *argv[index + 1:]]
+
+
+ENGINES = {"auto": ("bwrap", "namespaces"), "required": ("bwrap", "namespaces"),
+           "bwrap": ("bwrap",), "namespaces": ("namespaces",), "off": ()}
+
+
+def sandbox_for(mode: str, closed_ports=()) -> Sandbox | None:
+    """The sandbox `mode` asks for, closing `closed_ports`; None to run unconfined.
+    SandboxUnavailable when the mode insists and no engine works here."""
     if mode not in MODES:
         raise SandboxUnavailable(f"LANGHOST_PLUGIN_SANDBOX is {mode!r}; use one of {MODES}")
-    if mode == "off":
+    problems = []
+    for engine in ENGINES[mode]:
+        problem, nests = _probe(engine)
+        if problem is None:
+            return Sandbox(engine, readable_paths(), tuple(sorted(set(closed_ports))),
+                           bwrap=shutil.which("bwrap") or "", per_plugin=nests)
+        problems.append(f"{engine}: {problem}")
+    if mode in ("auto", "off"):
+        if problems:
+            logger.warning("plugins run unconfined (LANGHOST_PLUGIN_SANDBOX=auto): %s",
+                           "; ".join(problems))
         return None
-    bwrap = shutil.which("bwrap")
-    problem = _probe(bwrap, False) if bwrap else "bubblewrap is not installed (apt install bubblewrap)"
-    if problem is None:
-        nesting_problem = _probe(bwrap, True)
-        if nesting_problem:
-            logger.warning("plugins share their runtime's sandbox: %s", nesting_problem)
-        return Sandbox(hidden=tuple(os.path.realpath(path) for path in hidden), bwrap=bwrap,
-                       per_plugin=nesting_problem is None)
-    if mode == "bwrap":
-        raise SandboxUnavailable(f"the plugin sandbox cannot start: {problem}")
-    logger.warning("plugins run unconfined (LANGHOST_PLUGIN_SANDBOX=auto): %s", problem)
-    return None
+    raise SandboxUnavailable(f"the plugin sandbox cannot start: {'; '.join(problems)}")
+
+
+def confinement(mode: str) -> str | None:
+    """The engine that confines plugins in `mode` here, None when they run unconfined."""
+    return next((engine for engine in ENGINES.get(mode, ()) if _probe(engine)[0] is None), None)
