@@ -3,6 +3,8 @@
 from django.contrib import admin
 from django.urls import reverse
 
+from runners import safety
+
 # LangHost's own admin pages (`langhost/urls.py`), listed like a model of an app of their own.
 PAGES = [("Playground", "admin-playground"), ("Runtime", "admin-runtime-status")]
 
@@ -11,6 +13,10 @@ class LangHostAdminSite(admin.AdminSite):
     site_header = "LangHost administration"
     site_title = "LangHost"
     index_title = "Dashboard"
+
+    def each_context(self, request):
+        # A callable: worked out only by the pages that show the banner (base_site.html).
+        return {**super().each_context(request), "unconfined_warnings": safety.warnings}
 
     def get_app_list(self, request, app_label=None):
         apps = super().get_app_list(request, app_label)

@@ -1,7 +1,8 @@
 """`GET /healthz`: whether this web process can serve, for a process manager or load balancer.
 
 200 when the database answers a query and a message goes through the Channels layer and back;
-503 naming what did not. No sign-in, and nothing in the answer but each part's state.
+503 naming what did not. No sign-in, and nothing in the answer but each part's state, and
+how plugins and the box are confined here (`confinement`: `unconfined` is said, not failed).
 """
 
 import asyncio
@@ -10,6 +11,8 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import JsonResponse
+
+from runners import safety
 
 # A part that has not answered within this long counts as down.
 CHECK_SECONDS = 3.0
@@ -53,4 +56,5 @@ def answer(states: dict) -> tuple[dict, int]:
 
 async def healthz(request):
     body, status = answer(await parts())
+    body["confinement"] = await sync_to_async(safety.report)()
     return JsonResponse(body, status=status)

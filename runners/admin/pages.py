@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from langbot_plugin.api.entities.builtin.runner.interaction import InteractionRequest
 
 from ledger.models import AgentRun, Conversation, Interaction
+from runners import safety
 from runners.admin.dashboard import dashboard_context
 from runners.box import server as box_server
 from runners.box import services as box_services
@@ -41,6 +42,7 @@ def runtime_status(request):
         "installations": PluginInstallation.objects.order_by("author", "name"),
         "runners": RunnerDescriptor.objects.order_by("-available", "id"),
         "box": box_server.status(),
+        "confinement": safety.report(),
         "workspaces": box_services.workspaces()[:WORKSPACES_SHOWN],
     }
     return TemplateResponse(request, "admin/runners/runtime_status.html", context)

@@ -1,9 +1,11 @@
 """The SDK's sandbox box server (`lbp box`), a child of this process driven over stdio, as
 the plugin runtime is.
 
-- Started on first use, with the backend the settings name (`LANGHOST_BOX_BACKEND`: `host`,
-  the embedded default, runs commands as this machine's user and isolates nothing: the log
-  says so; `nsjail` where nsjail is installed). Its HTTP side binds 127.0.0.1 only.
+- Used for the SDK's backends only (`LANGHOST_BOX_BACKEND`: `host-unsafe`, the SDK's `host`,
+  runs commands as this machine's user and isolates nothing: the log, every admin page and
+  `/healthz` say so; `nsjail`, `docker`, `e2b` where they are installed); LangHost's own
+  `sandbox` backend needs no server (`services.py`). Started on first use. Its HTTP side
+  binds 127.0.0.1 only.
 - It dies with LangHost (PR_SET_PDEATHSIG) and is stopped with it (`stop()`).
 - If it dies, the calls in flight fail (ConnectionClosedError, said to whoever asked) and the
   next call starts a fresh one.
@@ -41,6 +43,10 @@ logger = logging.getLogger(__name__)
 INSTANCE = "langhost"
 START_TIMEOUT_SECONDS = 60.0
 LOG_LINES = 50
+
+
+# LangHost's names for the SDK's backends: its `host` only under a name that says what it is.
+SDK_BACKENDS = {"host-unsafe": "host", "nsjail": "nsjail", "docker": "docker", "e2b": "e2b"}
 
 
 class BoxUnavailable(RuntimeError):
@@ -111,8 +117,9 @@ class BoxServer:
             await self.stop()
             raise BoxUnavailable(self.last_error) from None
         if self.backend == "host":
-            logger.warning("the box runs commands with the host backend: as this machine's "
-                           "user, isolated from nothing (LANGHOST_BOX_BACKEND=nsjail isolates)")
+            logger.warning("the box runs commands with the host-unsafe backend: as this "
+                           "machine's user, isolated from nothing (LANGHOST_BOX_BACKEND=sandbox "
+                           "isolates)")
         self.client, self.started_at, self.last_error = client, time.time(), ""
 
     async def _read_log(self, stream: asyncio.StreamReader) -> None:
@@ -158,7 +165,8 @@ def box_server() -> BoxServer:
     server = _servers.get(loop)
     box_dir = Path(settings.DATA_DIR) / "box"
     if server is None or server.box_dir != box_dir:
-        server = _servers[loop] = BoxServer(box_dir, settings.LANGHOST_BOX_BACKEND)
+        server = _servers[loop] = BoxServer(
+            box_dir, SDK_BACKENDS.get(settings.LANGHOST_BOX_BACKEND, "none"))
     return server
 
 
@@ -172,6 +180,6 @@ async def stop_box_server() -> None:
 def status() -> dict:
     """What the runtime page shows: each box server of this process."""
     servers = [server.status() for server in _servers.values()]
-    return servers[0] if servers else {"backend": settings.LANGHOST_BOX_BACKEND,
-                                       "running": False, "starts": 0, "last_error": "",
-                                       "log_tail": []}
+    found = servers[0] if servers else {"running": False, "starts": 0, "last_error": "",
+                                        "log_tail": []}
+    return {**found, "backend": settings.LANGHOST_BOX_BACKEND}

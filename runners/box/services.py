@@ -9,12 +9,20 @@ of it (`../../etc/passwd`, `/etc/passwd`, a link pointing out) is refused.
 A message's saved files are copied into the workspace's inbox (`/workspace/inbox/`), and a
 file of the workspace can be saved as a conversation artifact.
 
+Commands run on the `sandbox` backend (the default): confined as plugins are
+(`runners.runtime.sandbox`), they see the system, Python and `/workspace`, nothing of the data
+dir or of other workspaces, no process of the host, and no network. `host-unsafe` (the SDK's
+`host`, run as this machine's user, isolated from nothing) and the SDK's isolating backends
+(`nsjail`, `docker`, `e2b`) run them through the SDK's box server.
+
 Limits per call are settings: a command's time (`LANGHOST_BOX_EXEC_SECONDS`, cut off past it),
-memory (`LANGHOST_BOX_MEMORY_MB`, as the command's address-space limit), and the output a
-caller gets back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at most
-`LANGHOST_BOX_FILE_BYTES`.
+memory (`LANGHOST_BOX_MEMORY_MB`, as the command's address-space limit), processes
+(`LANGHOST_BOX_PROCESSES`; the kernel does not count root's), and the output a caller gets
+back (`LANGHOST_BOX_OUTPUT_BYTES`); a file written or read is at most
+`LANGHOST_BOX_FILE_BYTES`. A command cut off by a limit says so at the end of its stderr.
 """
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -22,8 +30,10 @@ import json
 import logging
 import os
 import shlex
+import signal
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,11 +43,19 @@ from django.conf import settings
 from langbot_plugin.box.models import BoxSpec
 
 from ledger.services.artifacts import ArtifactNotFound, artifacts, conversation_file, max_bytes
-from runners.box.server import BoxUnavailable, box_server
+from runners.box.server import SDK_BACKENDS, BoxUnavailable, box_server
+from runners.runtime.sandbox import Sandbox, SandboxUnavailable, sandbox_for
 
 logger = logging.getLogger(__name__)
 
 MOUNT = "/workspace"
+SANDBOX = "sandbox"  # LangHost's own backend; the others are the SDK's box server's
+BACKENDS = (SANDBOX, *SDK_BACKENDS)
+OPEN_FILES = 1024
+BOX_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": MOUNT, "TMPDIR": "/tmp",
+                   "LANG": "C.UTF-8", "LANGBOT_BOX_WORKSPACE": MOUNT}
+# How a program says it could not have the memory it asked for (Python, C's strerror, bash).
+MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "out of memory", "std::bad_alloc")
 INBOX = "inbox"
 ARTIFACT_REF = "artifact:"
 
@@ -122,13 +140,16 @@ def _bounded(text: str) -> str:
     return data[:limit].decode(errors="ignore") + f"\n[output cut at {limit} bytes]"
 
 
-async def execute(workspace: Workspace, command: str, timeout: int | None = None) -> Executed:
+async def execute(workspace: Workspace, command: str, timeout: int | None = None, *,
+                  network: bool = False) -> Executed:
     """Run `command` (a shell command line) in the workspace; BoxUnavailable when the box
-    server cannot run it (it died, or never started)."""
+    cannot run it (no backend here, or the SDK's box server died)."""
     if not isinstance(command, str) or not command.strip():
         raise BoxError("a command is a non-empty string")
     limit = min(timeout or settings.LANGHOST_BOX_EXEC_SECONDS, settings.LANGHOST_BOX_EXEC_SECONDS)
     await sync_to_async(workspace.ensure)()
+    if settings.LANGHOST_BOX_BACKEND == SANDBOX:
+        return await _execute_confined(workspace, command, limit, network)
     memory_kb = settings.LANGHOST_BOX_MEMORY_MB * 1024
     spec = workspace.spec(f"ulimit -v {memory_kb} 2>/dev/null; {command}", limit)
     server = box_server()
@@ -141,6 +162,83 @@ async def execute(workspace: Workspace, command: str, timeout: int | None = None
     timed_out = getattr(result.status, "value", result.status) == "timed_out"
     return Executed(result.exit_code, _bounded(result.stdout), _bounded(result.stderr),
                     timed_out, result.duration_ms)
+
+
+def why_no_box() -> str | None:
+    """Why an agent type cannot have the box here, or None. The `sandbox` backend needs the
+    kernel's confinement; an SDK backend named is the operator's choice."""
+    backend = settings.LANGHOST_BOX_BACKEND
+    if backend not in BACKENDS:
+        return (f"LANGHOST_BOX_BACKEND is {backend!r}, which is not a box backend: use "
+                f"{SANDBOX!r} (the default, confined), {', '.join(map(repr, BACKENDS[1:]))}")
+    if backend == SANDBOX:
+        try:
+            box_sandbox()
+        except BoxUnavailable as exc:
+            return (f"{exc}. The only box here would run a model's commands as LangHost's own "
+                    "user: install bubblewrap, allow unprivileged user namespaces, or name "
+                    "LANGHOST_BOX_BACKEND=host-unsafe to accept that risk")
+    return None
+
+
+def box_sandbox() -> Sandbox:
+    """The confinement box commands run in (`sandbox` backend); BoxUnavailable when the
+    kernel offers none here."""
+    try:
+        sandbox = sandbox_for("required", settings.LANGHOST_SANDBOX_CLOSED_PORTS)
+    except SandboxUnavailable as exc:
+        raise BoxUnavailable(f"the box cannot confine commands here ({exc}); see README: "
+                             "The sandbox box") from None
+    return sandbox
+
+
+async def _execute_confined(workspace: Workspace, command: str, seconds: int,
+                            network: bool) -> Executed:
+    """The `sandbox` backend: the command confined as plugins are (`runners.runtime.sandbox`),
+    seeing the system, Python and `/workspace` only; its process tree killed past `seconds`."""
+    limits = {"as": settings.LANGHOST_BOX_MEMORY_MB * 1024 * 1024, "cpu": seconds + 1,
+              "nproc": settings.LANGHOST_BOX_PROCESSES, "nofile": OPEN_FILES}
+    confined = (await sync_to_async(box_sandbox)()).box_argv(
+        str(workspace.directory), MOUNT, network, limits)
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        *confined, "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=BOX_ENVIRONMENT,
+        start_new_session=True)
+    reading = asyncio.gather(_kept(process.stdout), _kept(process.stderr), process.wait())
+    timed_out = False
+    try:
+        async with asyncio.timeout(seconds):
+            await asyncio.shield(reading)
+    except TimeoutError:
+        timed_out = True
+    finally:  # the launcher's death ends its sandbox, every process in it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    stdout, stderr, code = await reading
+    stderr += _cut_off_note(code, stderr, seconds, timed_out)
+    return Executed(None if timed_out else code, _bounded(stdout), _bounded(stderr), timed_out,
+                    int((time.monotonic() - started) * 1000))
+
+
+async def _kept(stream: asyncio.StreamReader) -> str:
+    """What a stream said, up to the output limit (the rest read and dropped)."""
+    kept, limit = bytearray(), settings.LANGHOST_BOX_OUTPUT_BYTES + 1
+    while chunk := await stream.read(65536):
+        kept += chunk[:max(0, limit - len(kept))]
+    return kept.decode(errors="replace")
+
+
+def _cut_off_note(code: int, stderr: str, seconds: int, timed_out: bool) -> str:
+    """Why the box stopped a command, when a limit did."""
+    if timed_out:
+        return f"\n[cut off: the command ran past its time limit of {seconds} s]"
+    if code == 128 + signal.SIGXCPU:
+        return f"\n[cut off: the command used its {seconds + 1} s of CPU time]"
+    if code != 0 and any(sign in stderr for sign in MEMORY_SIGNS):
+        return (f"\n[cut off: the command reached its memory limit of "
+                f"{settings.LANGHOST_BOX_MEMORY_MB} MB]")
+    return ""
 
 
 def _os_errors_said(function):

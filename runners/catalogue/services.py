@@ -11,6 +11,7 @@ import copy
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from runners.box import services as box_services
 from runners.catalogue import runner_config
 from runners.catalogue.trees import validate_trees
 from runners.models import DEFAULT_RUNNER_ID, LLM_AGENT_RUNNER_ID, AgentType, SubAgent
@@ -62,6 +63,8 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
         else:
             changes["runner_config"] = runner_config.sealed(
                 config, schema, instance.runner_config if instance is not None else None)
+    if changes.get("box_enabled") and (why := box_services.why_no_box()):
+        errors["box_enabled"] = [why]
     if errors:
         raise CatalogueError(errors)
     return changes

@@ -22,8 +22,8 @@ machine is absent. The command gets:
   launcher dies (`PR_SET_PDEATHSIG`). With `info_fd`, it writes `{"child-pid": N}` there
   once the command's sandbox is built, as bubblewrap's `--info-fd` does.
 
-With `"namespaces": false` it only closes the ports and execs: inside bubblewrap, which has
-built the view already.
+With `"namespaces": false` it only closes the ports and sets the limits and no-new-privs:
+inside bubblewrap, which has built the view and set the capabilities already.
 
 Nested: a command confined here can run this launcher again for its own children (the
 runtime does so for each plugin), each level with a smaller view.
@@ -190,10 +190,14 @@ def _landlock(closed_ports: list[int]) -> None:
         os.close(ruleset)
 
 
-def _drop_privileges(limits: dict) -> None:
+def _limit(limits: dict) -> None:
     for name, value in limits.items():
         resource.setrlimit(RLIMITS[name], (value, value))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def _drop_privileges(limits: dict) -> None:
+    _limit(limits)
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for capability in range(LAST_CAPABILITY + 1):
         _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # past the kernel's last: EINVAL
@@ -242,9 +246,10 @@ def main(args: list[str]) -> None:
     if len(args) < 3 or args[1] != "--":
         sys.exit("usage: confine.py PLAN_JSON -- COMMAND [ARG ...]")
     plan, argv = json.loads(args[0]), args[2:]
-    if not plan.get("namespaces", True):  # inside another sandbox (bubblewrap): ports only
+    if not plan.get("namespaces", True):  # inside bubblewrap, which built the view
         _landlock(plan.get("closed_ports", []))
-        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        # Capabilities are bubblewrap's business: the runtime keeps the one it nests with.
+        _limit(plan.get("limits", {}))
         os.execvp(argv[0], argv)
     # Links resolved while the machine's root is still the root they point in.
     plan["binds"] = [(os.path.realpath(source), target, writable)

@@ -123,6 +123,23 @@ class Sandbox:
         return [*self._bwrap_view({own}), "--unshare-pid", "--unshare-ipc", "--die-with-parent",
                 "--new-session", "--cap-drop", "ALL", "--chdir", own, "--"]
 
+    def box_argv(self, workspace: str, mount: str, network: bool, limits: dict) -> list[str]:
+        """The prefix confining one box command: `workspace` writable as `mount`, its working
+        directory; no network unless `network` (and then not LangHost's ports); `limits`
+        (`confine.RLIMITS`' names) on it and on every process it starts."""
+        closed = list(self.closed_ports) if network else []
+        if self.engine == "namespaces":
+            plan = {"binds": [*[(path, path, False) for path in self.readable],
+                              (os.path.realpath(workspace), mount, True)],
+                    "network": network, "closed_ports": closed, "limits": limits,
+                    "chdir": mount}
+            return [sys.executable, CONFINE, json.dumps(plan), "--"]
+        plan = {"namespaces": False, "closed_ports": closed, "limits": limits}
+        return [*self._bwrap_view(()), "--bind", os.path.realpath(workspace), mount,
+                "--unshare-all", *(["--share-net"] if network else []), "--die-with-parent",
+                "--new-session", "--cap-drop", "ALL", "--chdir", mount, "--",
+                sys.executable, CONFINE, json.dumps(plan), "--"]
+
     def runtime_environment(self) -> dict[str, str]:
         """What the runtime is told to confine each plugin with (`runtime_main.py`)."""
         if not self.per_plugin:

@@ -13,6 +13,7 @@ from accounts.models import User
 from langhost.process_memory import settle_after_startup
 from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
+from runners import safety
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("LANGHOST_PORT", "8000")))
 
     def handle(self, *args, host, port, **options):
+        refused = safety.refusal()
+        if refused:
+            raise CommandError(f"LangHost will not start: {refused}")
+        for warning in safety.warnings():
+            self.stderr.write(self.style.WARNING(f"WARNING: {warning}"))
         failure = serve(host, port, lambda: self.prepare_database(host, port))
         if failure is not None:
             raise CommandError(f"LangHost could not start: {failure}")
