@@ -184,8 +184,10 @@ def why_no_box() -> str | None:
 def box_sandbox() -> Sandbox:
     """The confinement box commands run in (`sandbox` backend); BoxUnavailable when the
     kernel offers none here."""
+    mode = settings.LANGHOST_PLUGIN_SANDBOX  # the engine it names, else the first that works
     try:
-        sandbox = sandbox_for("required", settings.LANGHOST_SANDBOX_CLOSED_PORTS)
+        sandbox = sandbox_for(mode if mode in ("bwrap", "namespaces") else "required",
+                              settings.LANGHOST_SANDBOX_CLOSED_PORTS)
     except SandboxUnavailable as exc:
         raise BoxUnavailable(f"the box cannot confine commands here ({exc}); see README: "
                              "The sandbox box") from None
@@ -216,7 +218,9 @@ async def _execute_confined(workspace: Workspace, command: str, seconds: int,
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
     stdout, stderr, code = await reading
-    stderr += _cut_off_note(code, stderr, seconds, timed_out)
+    # Stripped, as the SDK's backends give it.
+    stdout, stderr = stdout.strip(), stderr.strip() + _cut_off_note(code, stderr, seconds,
+                                                                       timed_out)
     return Executed(None if timed_out else code, _bounded(stdout), _bounded(stderr), timed_out,
                     int((time.monotonic() - started) * 1000))
 

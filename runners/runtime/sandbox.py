@@ -69,82 +69,82 @@ class Sandbox:
 
     def argv(self, runtime_dir: str, info_fd: int) -> list[str]:
         """The prefix confining a runtime working in `runtime_dir`, ending in `--`."""
-        writable = _writable(runtime_dir)
+        binds = self._view(writable=_writable(runtime_dir))
         if self.engine == "namespaces":
-            return self._confine_argv(writable, runtime_dir, info_fd=info_fd)
+            return self._confine(binds, runtime_dir, self.closed_ports, info_fd=info_fd)
         caps = ["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else []
-        return [*self._bwrap_view(writable), "--cap-drop", "ALL", *caps, "--unshare-pid",
+        return [*self._bwrap_view(binds), "--cap-drop", "ALL", *caps, "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--die-with-parent",
                 "--info-fd", str(info_fd), "--chdir", runtime_dir, "--",
-                *self._ports_closed()]
+                *self._inside_bwrap(self.closed_ports)]
 
     def command_argv(self, writable: list[str], workdir: str) -> list[str]:
         """The prefix confining a one-off command (pip installing a plugin's packages) that
         reads `workdir` and writes only `writable`."""
-        writable = {os.path.realpath(path) for path in writable}
-        readable = [os.path.realpath(workdir)]
+        binds = self._view(writable=writable, readable=[workdir])
         if self.engine == "namespaces":
-            return self._confine_argv(writable, workdir, readable=readable)
-        return [*self._bwrap_view(writable, readable), "--unshare-pid", "--unshare-ipc",
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", workdir,
-                "--", *self._ports_closed()]
-
-    def _bwrap_view(self, writable, readable=()) -> list[str]:
-        argv = [self.bwrap, "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
-                "/tmp"]
-        for path in [*self.readable, *readable]:
-            argv += ["--ro-bind", path, path]
-        # Writable places last (bubblewrap applies binds in order), outermost first.
-        for path in sorted(writable, key=lambda path: path.count(os.sep)):
-            argv += ["--bind", path, path]
-        return [*argv, "--remount-ro", "/"]
-
-    def _ports_closed(self) -> list[str]:
-        """Inside bubblewrap, `confine.py` closing the ports (Landlock) before the command."""
-        if not self.closed_ports:
-            return []
-        plan = {"namespaces": False, "closed_ports": list(self.closed_ports)}
-        return [sys.executable, CONFINE, json.dumps(plan), "--"]
-
-    def _confine_argv(self, writable, workdir: str, *, readable=(), info_fd=None) -> list[str]:
-        binds = [(path, path, False) for path in [*self.readable, *readable]]
-        binds += [(path, path, True) for path in writable]
-        plan = {"binds": binds, "closed_ports": list(self.closed_ports), "chdir": workdir}
-        if info_fd is not None:
-            plan["info_fd"] = info_fd
-        return [sys.executable, CONFINE, json.dumps(plan), "--"]
+            return self._confine(binds, workdir, self.closed_ports)
+        return [*self._bwrap_view(binds), "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+                "--new-session", "--cap-drop", "ALL", "--chdir", workdir, "--",
+                *self._inside_bwrap(self.closed_ports)]
 
     def plugin_argv(self, folder: str) -> list[str]:
         """The prefix confining one plugin (run by the runtime, inside its own sandbox): the
-        plugin's folder its only writable place, no other plugin's nor the runtime's dir."""
+        plugin's folder its only writable place, no other plugin's nor the runtime's dir.
+        No port is closed again: a plugin is within its runtime's Landlock domain."""
         own = os.path.realpath(folder)
+        binds = self._view(writable=[own])
         if self.engine == "namespaces":
-            return self._confine_argv({own}, own)
-        return [*self._bwrap_view({own}), "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+            return self._confine(binds, own, ())
+        return [*self._bwrap_view(binds), "--unshare-pid", "--unshare-ipc", "--die-with-parent",
                 "--new-session", "--cap-drop", "ALL", "--chdir", own, "--"]
 
     def box_argv(self, workspace: str, mount: str, network: bool, limits: dict) -> list[str]:
         """The prefix confining one box command: `workspace` writable as `mount`, its working
         directory; no network unless `network` (and then not LangHost's ports); `limits`
         (`confine.RLIMITS`' names) on it and on every process it starts."""
-        closed = list(self.closed_ports) if network else []
+        binds = [*self._view(), (os.path.realpath(workspace), mount, True)]
+        closed = self.closed_ports if network else ()
         if self.engine == "namespaces":
-            plan = {"binds": [*[(path, path, False) for path in self.readable],
-                              (os.path.realpath(workspace), mount, True)],
-                    "network": network, "closed_ports": closed, "limits": limits,
-                    "chdir": mount}
-            return [sys.executable, CONFINE, json.dumps(plan), "--"]
-        plan = {"namespaces": False, "closed_ports": closed, "limits": limits}
-        return [*self._bwrap_view(()), "--bind", os.path.realpath(workspace), mount,
-                "--unshare-all", *(["--share-net"] if network else []), "--die-with-parent",
-                "--new-session", "--cap-drop", "ALL", "--chdir", mount, "--",
-                sys.executable, CONFINE, json.dumps(plan), "--"]
+            return self._confine(binds, mount, closed, network=network, limits=limits)
+        return [*self._bwrap_view(binds), "--unshare-all", *(["--share-net"] if network else []),
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", mount,
+                "--", *self._inside_bwrap(closed, limits, always=True)]
+
+    def _view(self, writable=(), readable=()) -> list[tuple[str, str, bool]]:
+        """`(source, target, writable)` of each place a confined process sees."""
+        return [*((path, path, False) for path in [*self.readable, *map(os.path.realpath,
+                                                                         readable)]),
+                *((os.path.realpath(path), os.path.realpath(path), True) for path in writable)]
+
+    def _bwrap_view(self, binds) -> list[str]:
+        argv = [self.bwrap, "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
+                "/tmp"]
+        # Outermost first (bubblewrap applies them in order), before the root turns read-only.
+        for source, target, writable in sorted(binds, key=lambda bind: bind[1].count(os.sep)):
+            argv += ["--bind" if writable else "--ro-bind", source, target]
+        return [*argv, "--remount-ro", "/"]
+
+    def _inside_bwrap(self, closed_ports, limits=None, always=False) -> list[str]:
+        """Inside bubblewrap: `confine.py` closing the ports (Landlock) and setting the limits
+        before the command, where there are any."""
+        if not (closed_ports or limits or always):
+            return []
+        plan = {"namespaces": False, "closed_ports": list(closed_ports), "limits": limits or {}}
+        return [sys.executable, CONFINE, json.dumps(plan), "--"]
+
+    def _confine(self, binds, workdir: str, closed_ports, *, network=True, limits=None,
+                 info_fd=None) -> list[str]:
+        plan = {"binds": binds, "closed_ports": list(closed_ports), "chdir": workdir,
+                "network": network, "limits": limits or {}}
+        if info_fd is not None:
+            plan["info_fd"] = info_fd
+        return [sys.executable, CONFINE, json.dumps(plan), "--"]
 
     def runtime_environment(self) -> dict[str, str]:
         """What the runtime is told to confine each plugin with (`runtime_main.py`)."""
         if not self.per_plugin:
             return {}
-        # Ports need no closing again: a plugin inherits its runtime's Landlock domain.
         return {PLUGIN_SANDBOX_VARIABLE: json.dumps(
             {"engine": self.engine, "readable": self.readable, "bwrap": self.bwrap})}
 

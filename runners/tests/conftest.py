@@ -7,6 +7,7 @@ import pytest_asyncio
 from django.test import Client
 
 from runners.plugins.gateway import LocalGateway
+from runners.runtime import sandbox
 from runners.runtime.host_process import host_process
 from runners.runtime.loop_bound import LoopBoundGateway
 from tests.timing import scaled
@@ -72,6 +73,17 @@ async def own_gateway(tmp_path, monkeypatch):
     yield make
     for gateway in made:
         await gateway.stop()
+
+
+@pytest.fixture(params=["bwrap", "namespaces"])
+def engine(request, settings):
+    """Each engine that confines plugins and the box: bubblewrap (`make test` installs it), and
+    Python with the kernel alone (what a machine without bubblewrap gets)."""
+    problem, nests = sandbox._probe(request.param)
+    if problem or not nests:
+        pytest.skip(f"{request.param} cannot confine each plugin here: {problem}")
+    settings.LANGHOST_PLUGIN_SANDBOX = request.param
+    return request.param
 
 
 @pytest_asyncio.fixture

@@ -14,7 +14,6 @@ import pytest
 
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
-from runners.runtime import sandbox
 from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,17 +49,6 @@ async def test_a_plugin_finds_no_secret_of_the_host_in_any_environment(own_gatew
     assert not [name for name, value in SECRETS.items() if value in seen]
     assert report["runtime_env"]["LANGBOT_PLUGIN_RUNTIME_PROFILE"] == "passed-on"
     assert str(settings.DATA_DIR) not in seen
-
-
-@pytest.fixture(params=["bwrap", "namespaces"])
-def engine(request, settings):
-    """Each engine that confines plugins: bubblewrap (`make test` installs it), and Python
-    with the kernel alone (what a machine without bubblewrap gets)."""
-    problem, nests = sandbox._probe(request.param)
-    if problem or not nests:
-        pytest.skip(f"{request.param} cannot confine each plugin here: {problem}")
-    settings.LANGHOST_PLUGIN_SANDBOX = request.param
-    return request.param
 
 
 async def test_a_confined_plugin_sees_only_the_system_python_and_its_own_folder(

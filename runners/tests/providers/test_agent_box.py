@@ -1,8 +1,9 @@
-"""The built-in LLM agent works in its conversation's sandbox box (the SDK's box server,
-started by LangHost, host backend): it runs a command and answers with its output, a path out
-of its workspace is refused, a command past its time is cut off and said so, its files are
-its conversation's alone, and a box server killed under a call fails that call only — the
-next run gets a fresh one."""
+"""The built-in LLM agent works in its conversation's sandbox box (the default `sandbox`
+backend, each command confined): it runs a command and answers with its output, a path out of
+its workspace is refused, a command past its time or memory is cut off and said so, its files
+are its conversation's alone, and what it runs sees nothing of the host: no data dir, no
+database, no process, no network. On the SDK's box server (`host-unsafe`), a box server
+killed under a call fails that call only — the next run gets a fresh one."""
 
 import asyncio
 import json
@@ -59,8 +60,57 @@ async def test_the_agent_runs_a_command_in_its_box_and_answers_with_its_output(
     (result,) = tool_messages(openai_server)
     assert json.loads(result)["stdout"] == "42" and json.loads(result)["exit_code"] == 0
     page = (await sync_to_async(admin_browser.get)("/admin/runtime/")).content.decode()
-    assert f"running (pid {box_server().process.pid})" in page
-    assert conversation.conversation_id in page and "isolates nothing" in page
+    assert conversation.conversation_id in page and "each command confined" in page
+    assert box_server().process is None  # LangHost's own backend needs no box server
+
+
+async def test_what_the_agent_runs_in_its_box_finds_nothing_of_the_host(
+        engine, boxed_agent, user, openai_server, settings, live_server):
+    database = settings.DATABASES["default"]["NAME"]
+    port = live_server.url.rsplit(":", 1)[1]
+    probes = {
+        "data dir": f"ls {settings.DATA_DIR}; cat {settings.DATA_DIR}/secret_key",
+        "environments": "cat /proc/*/environ",
+        "database": f"python3 -c \"import sqlite3; print(sqlite3.connect('file:{database}?mode=ro', "
+                    "uri=True).execute('select email from accounts_user').fetchall())\"",
+        "processes": "ls /proc | grep -c '^[0-9]'",
+        "web port": f"python3 -c \"import urllib.request; print(urllib.request.urlopen("
+                    f"'http://127.0.0.1:{port}/healthz').status)\"",
+        "files": "ls /",
+    }
+    openai_server.script(calls(*[("exec", {"command": command}) for command in probes.values()]),
+                         Reply(text="Looked."))
+
+    answer, _ = await ask(user, boxed_agent, "Look around.")
+
+    assert answer["status"] == "completed", answer
+    seen = dict(zip(probes, map(json.loads, tool_messages(openai_server)), strict=True))
+    assert all(seen[name]["exit_code"] != 0 and seen[name]["stdout"] == ""
+               for name in ("data dir", "database", "web port")), seen
+    assert "No such file" in seen["data dir"]["stderr"]
+    # Only the box's own processes, with the box's own variables.
+    names = {entry.split("=")[0] for entry in seen["environments"]["stdout"].split("\0") if entry}
+    assert names <= {"PATH", "HOME", "TMPDIR", "LANG", "LANGBOT_BOX_WORKSPACE", "PWD", "SHLVL",
+                     "_", "OLDPWD"}, names
+    assert int(seen["processes"]["stdout"]) <= 4
+    assert any(refusal in seen["web port"]["stderr"]  # no network, or only a loopback of its own
+               for refusal in ("Network is unreachable", "Connection refused"))
+    assert set(seen["files"]["stdout"].split()) <= {
+        "bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root", "sbin", "tmp",
+        "usr", "work", "workspace"}
+
+
+async def test_a_command_past_its_memory_is_cut_off_and_says_so(boxed_agent, user,
+                                                                openai_server, settings):
+    settings.LANGHOST_BOX_MEMORY_MB = 64
+    openai_server.script(calls(("exec", {"command": "python3 -c \"b = bytearray(200 << 20)\""})),
+                         Reply(text="Too big."))
+
+    await ask(user, boxed_agent, "Use a lot of memory.")
+
+    (result,) = map(json.loads, tool_messages(openai_server))
+    assert result["exit_code"] != 0
+    assert result["stderr"].endswith("[cut off: the command reached its memory limit of 64 MB]")
 
 
 async def test_a_path_out_of_the_workspace_is_refused_and_files_stay_in_their_conversation(
@@ -114,7 +164,8 @@ async def test_a_command_past_its_time_is_cut_off_and_the_model_is_told(
 
 
 async def test_a_box_server_killed_under_a_call_fails_that_call_and_the_next_run_starts_one(
-        boxed_agent, user, openai_server):
+        boxed_agent, user, openai_server, settings):
+    settings.LANGHOST_BOX_BACKEND = "host-unsafe"
     openai_server.script(calls(("exec", {"command": "sleep 20"})), Reply(text="It broke."),
                          calls(("exec", {"command": "echo again"})), Reply(text="Again."))
     server = box_server()
