@@ -4,6 +4,9 @@ import sys
 
 
 def main():
+    from langhost.process_secrets import take_secrets
+
+    take_secrets()  # before anything else can read or pass them on
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
     from django.core.management import execute_from_command_line
 

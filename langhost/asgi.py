@@ -10,7 +10,9 @@ import os
 import django
 
 from langhost import data_dir
+from langhost.process_secrets import take_secrets
 
+take_secrets()  # before anything else can read or pass them on
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
 data_dir.prepare()
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application() does

@@ -10,6 +10,8 @@ import secrets
 import tempfile
 from pathlib import Path
 
+from langhost import process_secrets
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY_FILE = "secret_key"
 
@@ -30,7 +32,7 @@ def prepare() -> None:
     """Create the data dir and, unless `DJANGO_SECRET_KEY` is set, its secret key (once)."""
     data_dir = location()
     data_dir.mkdir(parents=True, exist_ok=True)
-    if os.environ.get("DJANGO_SECRET_KEY") or stored_secret_key(data_dir):
+    if process_secrets.value("DJANGO_SECRET_KEY") or stored_secret_key(data_dir):
         return
     # Written aside (mode 0600), then linked into place: processes starting together all end
     # up with the one key that got there first, never a half-written one.

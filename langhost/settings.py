@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from langhost import data_dir
+from langhost.process_secrets import value as secret
 from langhost.sqlite import use_a_sqlite_that_loads_extensions
 
 use_a_sqlite_that_loads_extensions()  # before Django's SQLite backend imports `sqlite3`
@@ -30,11 +31,11 @@ def env_bool(name: str, default: bool) -> bool:
 # Created, with the generated secret key, by the entry points (manage.py, asgi.py) through
 # `langhost.data_dir.prepare()`: importing these settings writes nothing.
 DATA_DIR = data_dir.location()
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or data_dir.stored_secret_key(DATA_DIR)
+SECRET_KEY = secret("DJANGO_SECRET_KEY") or data_dir.stored_secret_key(DATA_DIR)
 # Earlier secret keys, comma-separated: sessions and stored secrets made under them still work
 # until `manage.py rotate_secrets` has re-encrypted the secrets under SECRET_KEY.
 SECRET_KEY_FALLBACKS = [key.strip() for key in
-                        os.environ.get("DJANGO_SECRET_KEY_FALLBACKS", "").split(",") if key.strip()]
+                        secret("DJANGO_SECRET_KEY_FALLBACKS", "").split(",") if key.strip()]
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 
@@ -159,7 +160,7 @@ TEMPLATES = [
 ]
 
 _sqlite_default = f"sqlite:///{DATA_DIR / 'langhost.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _sqlite_default))}
+DATABASES = {"default": dj_database_url.parse(secret("DATABASE_URL", _sqlite_default))}
 # A connection that a database restart broke is replaced at its next use instead of failing
 # every query of a long-lived process (the runtime worker) until that process restarts.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -209,7 +210,7 @@ MEDIA_ROOT = DATA_DIR / "media"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "admin:login"
 
-REDIS_URL = os.environ.get("REDIS_URL")
+REDIS_URL = secret("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -372,13 +373,13 @@ LANGHOST_PUBLIC_URL = os.environ.get("LANGHOST_PUBLIC_URL", "")
 LANGHOST_RUNNERS_SEE_EMAIL = os.environ.get("LANGHOST_RUNNERS_SEE_EMAIL", "").lower() in (
     "1", "true", "yes")
 LANGHOST_RUNTIME_URL = os.environ.get("LANGHOST_RUNTIME_URL") or None
-LANGHOST_RUNTIME_TOKEN = os.environ.get("LANGHOST_RUNTIME_TOKEN") or None
+LANGHOST_RUNTIME_TOKEN = secret("LANGHOST_RUNTIME_TOKEN") or None
 # Set in multi-process deployments: `manage.py runtime` owns the link, web processes reach it
 # through the Channels layer (needs REDIS_URL).
 LANGHOST_RUNTIME_WORKER = env_bool("LANGHOST_RUNTIME_WORKER", False)
 # Who may read `GET /metrics` (Prometheus): whoever sends this bearer token; unset, this
 # machine only.
-LANGHOST_METRICS_TOKEN = os.environ.get("LANGHOST_METRICS_TOKEN", "")
+LANGHOST_METRICS_TOKEN = secret("LANGHOST_METRICS_TOKEN", "")
 LANGHOST_PLUGINS_DIR = Path(
     os.environ.get("LANGHOST_PLUGINS_DIR", BASE_DIR / "plugins")
 ).resolve()

@@ -1,6 +1,7 @@
 import os
 
 from accounts.models import User
+from langhost import process_secrets
 from langhost.commands import DatabaseCommand
 
 
@@ -12,7 +13,8 @@ class Command(DatabaseCommand):
 
     def handle(self, *args, **options):
         email = os.environ.get("LANGHOST_ADMIN_EMAIL", "").strip().lower()
-        password = os.environ.get("LANGHOST_ADMIN_PASSWORD", "")
+        password = process_secrets.value("LANGHOST_ADMIN_PASSWORD", "")
+        process_secrets.forget("LANGHOST_ADMIN_PASSWORD")  # used once: kept nowhere after this
         if not (email and password):
             if not User.objects.filter(is_superuser=True).exists():
                 self.stdout.write(
