@@ -1,3 +1,6 @@
+import hashlib
+import hmac
+import secrets
 import uuid
 
 from django.conf import settings
@@ -160,15 +163,18 @@ class KnownAddress(models.Model):
 
 
 class Invitation(models.Model):
-    """A project's owner asks someone, by email, to join it; the person with that email
-    accepts (and becomes a member) or declines. Whether an account has that email is never
-    said to the owner."""
+    """A project's owner asks someone, by email, to join it, and is shown a code once to hand
+    them; the person with that email and that code accepts (and becomes a member) or declines.
+    Holding the address alone (registering it first) is not enough. Whether an account has
+    that email is never said to the owner."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
     email = models.EmailField()
     invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                                    related_name="+")
+    code_hash = models.CharField(max_length=64, editable=False, default="",
+                                 help_text="SHA-256 of the code the invitee accepts with.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -178,8 +184,20 @@ class Invitation(models.Model):
     def __str__(self):
         return f"{self.email} to {self.project}"
 
+    def issue_code(self) -> str:
+        """A new code for this invitation (an earlier one stops working), to show once."""
+        code = secrets.token_urlsafe(24)
+        self.code_hash = hashlib.sha256(code.encode()).hexdigest()
+        self.save(update_fields=["code_hash"])
+        return code
+
+    def holds(self, code) -> bool:
+        return bool(self.code_hash) and isinstance(code, str) and hmac.compare_digest(
+            hashlib.sha256(code.encode()).hexdigest(), self.code_hash)
+
     def accept(self, user) -> "Membership":
-        """`user` (whose email the invitation names) joins the project; the invitation ends."""
+        """`user` (whose email the invitation names, holding its code) joins the project; the
+        invitation ends."""
         membership, _ = Membership.objects.get_or_create(project=self.project, user=user)
         self.delete()
         return membership

@@ -99,6 +99,12 @@ class InvitedSerializer(serializers.Serializer):
 
     email = serializers.EmailField()
     status = serializers.CharField(help_text="`invited`: the person with this email may accept.")
+    code = serializers.CharField(help_text="What the invitee accepts with: shown only now.")
+
+
+class AcceptInvitationSerializer(serializers.Serializer):
+    code = serializers.CharField(max_length=200, help_text="The code the owner was shown when "
+                                                          "inviting.")
 
 
 class InvitationSerializer(serializers.Serializer):

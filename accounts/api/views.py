@@ -147,18 +147,19 @@ class ProjectViewSet(viewsets.ModelViewSet):
     def members(self, request, pk=None):
         """List members (in the list envelope), or invite someone by email (owner only).
 
-        Inviting answers 202 `{email, status: "invited"}` whether or not an account has that
-        email: the person with it joins by accepting (`POST invitations/{id}/accept`).
+        Inviting answers 202 `{email, status: "invited", code}` whether or not an account has
+        that email. The code is shown this once (inviting again issues a new one): hand it to
+        the person, who joins by accepting with it (`POST invitations/{id}/accept {code}`).
         """
         project = self.get_object()
         if request.method == "POST":
             serializer = serializers.MemberSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             email = serializer.validated_data["email"]
-            Invitation.objects.get_or_create(project=project, email=email,
-                                             defaults={"invited_by": request.user})
-            return Response({"email": email, "status": "invited"},
-                            status=status.HTTP_202_ACCEPTED)
+            invitation, _ = Invitation.objects.get_or_create(
+                project=project, email=email, defaults={"invited_by": request.user})
+            return Response({"email": email, "status": "invited",
+                             "code": invitation.issue_code()}, status=status.HTTP_202_ACCEPTED)
         page = self.paginate_queryset(project.members.order_by("email"))
         return self.get_paginated_response(serializers.UserSerializer(page, many=True).data)
 
@@ -187,10 +188,18 @@ class InvitationViewSet(viewsets.GenericViewSet):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
-    @extend_schema(request=None, responses=serializers.ProjectSerializer)
+    @extend_schema(request=serializers.AcceptInvitationSerializer,
+                   responses=serializers.ProjectSerializer)
     @action(detail=True, methods=["post"])
     def accept(self, request, pk=None):
+        """Join the project with the code its owner was shown when inviting you."""
         invitation = self.get_object()
+        code = serializers.AcceptInvitationSerializer(data=request.data)
+        code.is_valid(raise_exception=True)
+        if not invitation.holds(code.validated_data["code"]):
+            raise exceptions.ValidationError({"code": [
+                "This is not the invitation's code: ask the project's owner for it (inviting "
+                "again issues a new one)."]})
         project = invitation.project
         invitation.accept(request.user)
         return Response(serializers.ProjectSerializer(project,

@@ -15,14 +15,7 @@ class Command(DatabaseCommand):
         email = os.environ.get("LANGHOST_ADMIN_EMAIL", "").strip().lower()
         password = process_secrets.value("LANGHOST_ADMIN_PASSWORD", "")
         process_secrets.forget("LANGHOST_ADMIN_PASSWORD")  # used once: kept nowhere after this
-        if not (email and password):
-            if not User.objects.filter(is_superuser=True).exists():
-                self.stdout.write(
-                    "No admin account yet: set LANGHOST_ADMIN_EMAIL and LANGHOST_ADMIN_PASSWORD, "
-                    "or run `.venv/bin/python manage.py createsuperuser`."
-                )
-            return
-        existing = User.objects.filter(email__iexact=email).first()
+        existing = User.objects.filter(email__iexact=email).first() if email else None
         if existing is not None:
             if existing.is_superuser:
                 self.stdout.write(f"Admin account {email} already exists.")
@@ -32,6 +25,13 @@ class Command(DatabaseCommand):
                         f"User {email} already exists but is not a superuser; leaving it unchanged. "
                         "Promote it in the admin or pick another LANGHOST_ADMIN_EMAIL."
                     )
+                )
+            return
+        if not (email and password):
+            if not User.objects.filter(is_superuser=True).exists():
+                self.stdout.write(
+                    "No admin account yet: set LANGHOST_ADMIN_EMAIL and LANGHOST_ADMIN_PASSWORD, "
+                    "or run `.venv/bin/python manage.py createsuperuser`."
                 )
             return
         User.objects.create_superuser(email=email, password=password)
