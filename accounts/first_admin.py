@@ -1,10 +1,11 @@
 """The first admin of a fresh install, made over the API (LangBot's `user/init`).
 
-While no user exists, `user/init` makes a superuser, but only for a caller on this machine
-(loopback, not forwarded by a proxy) or one holding the one-time setup token that
-`manage.py serve` prints at start, as Jupyter prints its token. With `LANGHOST_SECURE` the
-token is needed from anywhere. The token lives in the data dir (mode 0600) and is spent by the
-first admin it makes.
+While no superuser exists (people may have registered already), `user/init` makes one, but
+only for a caller on this machine (loopback, not forwarded by a proxy) or one holding the
+one-time setup token that `manage.py serve` prints at start, as Jupyter prints its token. With
+`LANGHOST_SECURE` the token is needed from anywhere. The token lives in the data dir (mode
+0600) and is spent by the first admin it makes. Exactly one is made however many ask at once:
+the `FirstAdmin` row it writes has one possible key.
 """
 
 import contextlib
@@ -15,6 +16,9 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from accounts.models import FirstAdmin, User
 
 SETUP_TOKEN_FILE = "setup_token"
 # Headers a proxy adds: a request that carries one was not made on this machine.
@@ -60,8 +64,36 @@ def from_this_machine(request) -> bool:
         return False
 
 
+class AlreadyInitialized(Exception):
+    """A superuser exists already (or another request made the first one meanwhile)."""
+
+
+class AddressTaken(Exception):
+    """Someone registered the first admin's address already."""
+
+
+def has_admin() -> bool:
+    return User.objects.filter(is_superuser=True).exists()
+
+
+def make_first_admin(email: str, password: str) -> User:
+    """The first superuser, unless one exists: AlreadyInitialized, AddressTaken."""
+    try:
+        with transaction.atomic():
+            if has_admin():
+                raise AlreadyInitialized
+            if User.objects.filter(email__iexact=email).exists():
+                raise AddressTaken
+            user = User.objects.create_superuser(email=email, password=password)
+            FirstAdmin.objects.create(user=user)
+    except IntegrityError:  # a concurrent request's row, or its account with this address
+        raise AlreadyInitialized from None
+    spend_setup_token()
+    return user
+
+
 def may_make_first_admin(request, token: str | None) -> bool:
-    """Whether this request may make the first admin (the caller checks that no user
+    """Whether this request may make the first admin (the caller checks that no superuser
     exists yet)."""
     return _token_matches(token) or (from_this_machine(request)
                                      and not settings.LANGHOST_SECURE)

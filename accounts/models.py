@@ -201,3 +201,16 @@ class Invitation(models.Model):
         membership, _ = Membership.objects.get_or_create(project=self.project, user=user)
         self.delete()
         return membership
+
+
+class FirstAdmin(models.Model):
+    """The superuser `user/init` made: one row at most (its key is always 1), so concurrent
+    first requests make exactly one, whichever commits first."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="+")
+    made_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"first admin: {self.user}"

@@ -18,7 +18,10 @@ class RegisterSerializer(serializers.ModelSerializer):
     class Meta:
         model = User
         fields = ["id", "email", "password", "first_name", "last_name"]
-        extra_kwargs = {"first_name": {"required": False}, "last_name": {"required": False}}
+        # No uniqueness check here: it would answer a taken address differently (the view
+        # answers both alike).
+        extra_kwargs = {"first_name": {"required": False}, "last_name": {"required": False},
+                        "email": {"validators": []}}
 
     def validate_email(self, value):
         return value.lower()

@@ -5,7 +5,6 @@ otherwise; these views keep that shape.
 """
 
 from django.contrib.auth import authenticate
-from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import APIException, ValidationError
@@ -13,8 +12,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.first_admin import may_make_first_admin, spend_setup_token
-from accounts.models import User
+from accounts import first_admin
 from accounts.permissions import IsSuperuser
 from accounts.signin import remember_sign_in
 from accounts.tokens import access_token_for
@@ -66,9 +64,12 @@ def read_credentials(request, form=Credentials) -> tuple[dict | None, Response |
     return credentials.validated_data, None
 
 
+ALREADY_INITIALIZED = {"code": 1, "msg": "LangHost is already initialized."}
+
+
 class UserInitView(LangBotView):
     """Create the first superuser, from this machine or with the setup token `serve` printed
-    (`accounts.first_admin`); once any user exists, change nothing."""
+    (`accounts.first_admin`); once a superuser exists, change nothing."""
 
     permission_classes = [AllowAny]
     authentication_classes = []
@@ -80,15 +81,18 @@ class UserInitView(LangBotView):
         credentials, refused = read_credentials(request, FirstAdmin)
         if refused:
             return refused
-        with transaction.atomic():
-            if User.objects.exists():
-                return Response({"code": 1, "msg": "LangHost is already initialized."})
-            if not may_make_first_admin(request, credentials.get("setup_token")):
-                return failure("The first admin is made from this machine, or with the setup "
-                               "token `manage.py serve` printed (setup_token).", status=403)
-            User.objects.create_superuser(email=credentials["user"],
-                                          password=credentials["password"])
-            spend_setup_token()
+        if first_admin.has_admin():
+            return Response(ALREADY_INITIALIZED)
+        if not first_admin.may_make_first_admin(request, credentials.get("setup_token")):
+            return failure("The first admin is made from this machine, or with the setup "
+                           "token `manage.py serve` printed (setup_token).", status=403)
+        try:
+            first_admin.make_first_admin(credentials["user"], credentials["password"])
+        except first_admin.AlreadyInitialized:
+            return Response(ALREADY_INITIALIZED)
+        except first_admin.AddressTaken:
+            return failure("user: an account has this email already; give the first admin "
+                           "another one.")
         return Response({"code": 0, "msg": "ok"})
 
 

@@ -8,8 +8,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.first_admin import setup_token
-from accounts.models import User
+from accounts.first_admin import has_admin, setup_token
 from langhost.process_memory import settle_after_startup
 from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
@@ -56,7 +55,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"LangHost is serving at {url}/"))
         self.stdout.write(f"  admin:    {url}/admin/  (sign in with the admin account's email)")
         self.stdout.write(f"  API docs: {url}/api/docs/")
-        if not User.objects.exists():
+        if not has_admin():
             self.stdout.write(f"  no admin yet: POST {url}/api/v1/user/init "
                               f'{{"user", "password", "setup_token": "{setup_token()}"}} '
                               "(from this machine the token is not needed)")
