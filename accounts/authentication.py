@@ -29,6 +29,9 @@ from rest_framework_simplejwt.settings import api_settings
 from accounts.models import RevokedToken
 
 PASSWORD_CLAIM = "pwd"
+# The sign-in a token comes from (its refresh token's first jti): signing out of it refuses
+# the refresh token and every access token it issued, whichever of them signs out.
+SIGN_IN_CLAIM = "sid"
 USER_CACHE_SECONDS = 5.0
 
 # user id (as a token names it: a string) → (monotonic expiry, the user as loaded or None for no
@@ -96,21 +99,26 @@ def _load_current(validated_token):
 
 
 def revoke(validated_token) -> None:
-    """Sign the access token out: refused from now on in this process, in the others once
-    their `USER_CACHE_SECONDS` of trust in it run out. Signed-out tokens past their expiry are
-    forgotten meanwhile."""
-    expires_at = datetime.fromtimestamp(validated_token["exp"], UTC)
-    RevokedToken.objects.get_or_create(jti=validated_token[api_settings.JTI_CLAIM],
-                                       defaults={"expires_at": expires_at})
+    """Sign the token and its sign-in out: refused from now on in this process, in the others
+    once their `USER_CACHE_SECONDS` of trust in them run out. Signed-out tokens past their
+    expiry are forgotten meanwhile."""
+    revoked = {validated_token[api_settings.JTI_CLAIM]:
+               datetime.fromtimestamp(validated_token["exp"], UTC)}
+    if sign_in := validated_token.get(SIGN_IN_CLAIM):
+        revoked[sign_in] = timezone.now() + api_settings.REFRESH_TOKEN_LIFETIME
+    for jti, expires_at in revoked.items():
+        RevokedToken.objects.get_or_create(jti=jti, defaults={"expires_at": expires_at})
     RevokedToken.objects.filter(expires_at__lt=timezone.now()).delete()
     for key, (_, cached) in list(_tokens.items()):
-        if cached is validated_token or cached.get(api_settings.JTI_CLAIM) == \
-                validated_token[api_settings.JTI_CLAIM]:
+        if cached is validated_token or {cached.get(api_settings.JTI_CLAIM),
+                                         cached.get(SIGN_IN_CLAIM)} & revoked.keys():
             _tokens.pop(key, None)
 
 
 def refuse_if_revoked(validated_token) -> None:
-    if RevokedToken.objects.filter(jti=validated_token.get(api_settings.JTI_CLAIM)).exists():
+    """InvalidToken when the token, or the sign-in it comes from, was signed out."""
+    ids = {validated_token.get(api_settings.JTI_CLAIM), validated_token.get(SIGN_IN_CLAIM)}
+    if RevokedToken.objects.filter(jti__in=ids - {None}).exists():
         raise InvalidToken("The token was revoked: it was signed out.")
 
 

@@ -1,13 +1,16 @@
 """JWT pairs in the shape API clients expect."""
 
+from rest_framework_simplejwt.settings import api_settings
 from rest_framework_simplejwt.tokens import AccessToken, RefreshToken
 
-from accounts.authentication import PASSWORD_CLAIM, password_digest
+from accounts.authentication import PASSWORD_CLAIM, SIGN_IN_CLAIM, password_digest
 
 
 def token_pair(user) -> dict:
     refresh = RefreshToken.for_user(user)
-    refresh[PASSWORD_CLAIM] = password_digest(user)  # copied into the access token
+    # Both copied into each access token the refresh token issues.
+    refresh[PASSWORD_CLAIM] = password_digest(user)
+    refresh[SIGN_IN_CLAIM] = refresh[api_settings.JTI_CLAIM]
     return {
         "access_token": str(refresh.access_token),
         "refresh_token": str(refresh),

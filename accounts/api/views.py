@@ -10,11 +10,11 @@ from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from rest_framework_simplejwt.exceptions import TokenError
+from rest_framework_simplejwt.exceptions import InvalidToken, TokenError
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.api import serializers
-from accounts.authentication import require_current, revoke
+from accounts.authentication import refuse_if_revoked, require_current, revoke
 from accounts.models import Invitation, Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
 from accounts.signin import ClientAddressThrottle, remember_sign_in
@@ -83,8 +83,9 @@ class RefreshView(APIView):
 
 
 class LogoutView(APIView):
-    """Sign out: the access token the request is signed in with is refused from now on, and
-    the refresh token in the body, if any, issues no more access tokens."""
+    """Sign out of the sign-in the access token (Authorization) or the refresh token (body)
+    comes from: its refresh token issues no more access tokens, and every access token it
+    issued is refused from now on."""
 
     permission_classes = [AllowAny]
 
@@ -98,18 +99,22 @@ class LogoutView(APIView):
                 {"refresh_token": ["Send the refresh token, or sign out with an access token "
                                    "(Authorization: Bearer)."]})
         if refresh is not None:
-            _refresh_token(refresh).blacklist()
+            token = _refresh_token(refresh)
+            token.blacklist()
+            revoke(token)
         if request.auth is not None:
             revoke(request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def _refresh_token(text: str) -> RefreshToken:
-    """The refresh token `text`, if valid and not revoked."""
+    """The refresh token `text`, if valid and not revoked (nor its sign-in)."""
     try:
-        return RefreshToken(text)
-    except TokenError as exc:
+        token = RefreshToken(text)
+        refuse_if_revoked(token)
+    except (TokenError, InvalidToken) as exc:
         raise exceptions.AuthenticationFailed(f"Invalid refresh token: {exc}") from exc
+    return token
 
 
 class MeView(generics.RetrieveAPIView):

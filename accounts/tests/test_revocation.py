@@ -50,6 +50,27 @@ def test_signing_out_revokes_the_access_token_it_signs_out_with(anon_client, use
     assert me(anon_client, token_pair(user)["access_token"]).status_code == 200  # a new one
 
 
+@pytest.mark.parametrize("signed_out_with", ["refresh token", "access token"])
+def test_signing_out_with_either_token_ends_the_whole_sign_in(anon_client, user,
+                                                              signed_out_with):
+    tokens = token_pair(user)
+    refresh = {"refresh_token": tokens["refresh_token"]}
+    issued = anon_client.post("/api/v1/auth/refresh", refresh, format="json").json()
+    for access in (tokens["access_token"], issued["access_token"]):
+        assert me(anon_client, access).status_code == 200  # trusted, cached
+
+    if signed_out_with == "refresh token":
+        out = anon_client.post("/api/v1/auth/logout", refresh, format="json")
+    else:
+        out = anon_client.post("/api/v1/auth/logout", {}, format="json",
+                               HTTP_AUTHORIZATION=f"Bearer {issued['access_token']}")
+
+    assert out.status_code == 204
+    assert [me(anon_client, access).status_code
+            for access in (tokens["access_token"], issued["access_token"])] == [401, 401]
+    assert anon_client.post("/api/v1/auth/refresh", refresh, format="json").status_code == 401
+
+
 def test_signing_out_needs_a_token_to_sign_out(anon_client):
     out = anon_client.post("/api/v1/auth/logout", {}, format="json")
 
