@@ -1,4 +1,6 @@
 import asyncio
+import io
+import json
 import logging
 import os
 import signal
@@ -9,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.first_admin import has_admin, setup_token
+from langhost.parsers import upload_limit_text
 from langhost.process_memory import settle_after_startup
 from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
@@ -82,6 +85,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
+    _refuse_bodies_past_their_limit(http_protocol.WebRequest)
     _no_access_log_lines(http_protocol.HTTPFactory)
     _wait_for_close_handshakes(daphne_server)
     loop = reactor._asyncioEventloop
@@ -191,6 +195,52 @@ def _no_access_log_lines(factory_class) -> None:
     """Twisted formats a combined-log line for every request, which daphne (at the verbosity
     `serve` runs it with) sends nowhere: so none is formatted."""
     factory_class.log = lambda self, request: None
+
+
+def _body_limit(headers) -> int:
+    """The upload limit; for a request with no credentials (no token, key or session), the
+    anonymous one: such a caller sends credentials, never files (`langhost.parsers`)."""
+    credentials = (headers.hasHeader(b"authorization") or headers.hasHeader(b"x-api-key")
+                   or any(settings.SESSION_COOKIE_NAME.encode() + b"=" in cookie
+                          for cookie in headers.getRawHeaders(b"cookie", [])))
+    return (settings.DATA_UPLOAD_MAX_MEMORY_SIZE if credentials
+            else settings.LANGHOST_ANONYMOUS_BODY_MAX_BYTES)
+
+
+def _refuse_bodies_past_their_limit(request_class) -> None:
+    """A body past its limit is refused (413, JSON, the connection closed) as soon as its
+    declared length says so, or as its chunks pass the limit: Twisted would read it whole,
+    and daphne hand it over in one piece, before Django could refuse it."""
+    got_length, handle_chunk = request_class.gotLength, request_class.handleContentChunk
+
+    def gotLength(self, length):
+        self.body_limit, self.body_received = _body_limit(self.requestHeaders), 0
+        if length is not None and length > self.body_limit:
+            _refuse_as_too_large(self)
+        else:
+            got_length(self, length)
+
+    def handleContentChunk(self, data):
+        self.body_received += len(data)
+        if getattr(self, "body_refused", False):
+            return
+        if self.body_received > self.body_limit:
+            _refuse_as_too_large(self)
+        else:
+            handle_chunk(self, data)
+
+    request_class.gotLength = gotLength
+    request_class.handleContentChunk = handleContentChunk
+
+
+def _refuse_as_too_large(request) -> None:
+    request.body_refused = True
+    request.content = io.BytesIO()  # what Twisted closes with the request
+    body = json.dumps({"detail": upload_limit_text(request.body_limit)}).encode()
+    request.channel.transport.write(
+        b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+    request.channel.loseConnection()
 
 
 def _pass_bodies_through(request_class) -> None:
