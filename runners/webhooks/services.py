@@ -6,8 +6,10 @@ with backoff until the receiver answers 2xx or the attempts run out. Every deliv
 - **Signature**: `X-LangHost-Signature: sha256=<hex>`, HMAC-SHA256 with the project's secret
   over `<timestamp>.<body>`, the timestamp in `X-LangHost-Timestamp` (seconds): a receiver
   checks both, and refuses an old timestamp.
-- **Private addresses** (loopback, private, link-local, reserved) are refused, when the URL is
-  given and again when it is called, unless `LANGHOST_WEBHOOK_ALLOW_PRIVATE` is set.
+- **Only public addresses** (no loopback, private, shared (100.64.0.0/10, where cloud metadata
+  lives), link-local or reserved one) are called, checked when the URL is given and again
+  when it is called, and the connection goes to the address checked, not to what the name
+  resolves to a moment later; unless `LANGHOST_WEBHOOK_ALLOW_PRIVATE` is set.
 - **Exactly once across processes**: a delivery is claimed by an update only one process
   wins (its next attempt moved past the call's time-out) before it is sent.
 """
@@ -44,6 +46,14 @@ class WebhookError(ValueError):
 
 def check_url(url: str) -> str:
     """`url` if LangHost may POST to it; WebhookError naming why not."""
+    checked_address(url)
+    return url
+
+
+def checked_address(url: str) -> str | None:
+    """The address LangHost POSTs to for `url`, checked: a global one (no private, shared,
+    loopback, link-local or reserved address, unless `LANGHOST_WEBHOOK_ALLOW_PRIVATE`; then
+    None: the name is resolved when connecting). WebhookError naming why not."""
     try:
         parts = urlsplit(url or "")
         port = parts.port  # parsed on access: out of range or not a number raises
@@ -52,18 +62,33 @@ def check_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookError("a webhook is an http(s) URL")
     if settings.LANGHOST_WEBHOOK_ALLOW_PRIVATE:
-        return url
+        return None
     try:
         found = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError) as exc:  # a label too long to encode: UnicodeError
         raise WebhookError(f"{parts.hostname} does not resolve: {exc}") from None
-    for *_, address in found:
-        ip = ipaddress.ip_address(address[0])
-        if ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved \
-                or ip.is_multicast or ip.is_unspecified:
-            raise WebhookError(f"{parts.hostname} is a private address ({ip}); "
+    addresses = [ipaddress.ip_address(address[0].partition("%")[0]) for *_, address in found]
+    for ip in addresses:
+        embedded = [getattr(ip, name, None) for name in ("ipv4_mapped", "sixtofour")]
+        if not ip.is_global or ip.is_multicast or any(
+                inner is not None and not inner.is_global for inner in embedded):
+            raise WebhookError(f"{parts.hostname} is not a public address ({ip}); "
                                "LANGHOST_WEBHOOK_ALLOW_PRIVATE allows those")
-    return url
+    return str(addresses[0])
+
+
+def _pinned(url: str, address: str | None) -> tuple[str, dict, dict]:
+    """`(url, headers, extensions)` that connect to the address that was checked, not to
+    whatever the name resolves to by then (DNS rebinding), with the name still the Host and
+    the TLS server name."""
+    if address is None:
+        return url, {}, {}
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    headers = {"Host": parts.hostname + (f":{parts.port}" if parts.port else "")}
+    return (parts._replace(netloc=netloc).geturl(), headers,
+            {"sni_hostname": parts.hostname} if parts.scheme == "https" else {})
 
 
 def _webhook_of(project_id: str) -> ProjectWebhook:
@@ -162,11 +187,13 @@ async def deliver_due() -> int:
     while (delivery := await sync_to_async(_claim)()) is not None:
         code, error = None, ""
         try:
-            await sync_to_async(check_url)(delivery.url)
+            address = await sync_to_async(checked_address)(delivery.url)
             body, headers = await sync_to_async(_request)(delivery)
+            url, host, extensions = _pinned(delivery.url, address)
             async with httpx.AsyncClient(timeout=settings.LANGHOST_WEBHOOK_TIMEOUT_SECONDS,
                                          follow_redirects=False) as client:
-                response = await client.post(delivery.url, content=body, headers=headers)
+                response = await client.post(url, content=body, headers={**headers, **host},
+                                             extensions=extensions)
             code = response.status_code
             if code >= 300:
                 error = f"answered {code}"

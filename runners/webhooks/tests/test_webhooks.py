@@ -1,7 +1,8 @@
 """Webhooks: a run's outcome reaches a real `http.server` on 127.0.0.1 once, signed with the
 project's secret, also when its first answer is a 500 (retried); the run's own, its agent
-type's and its project's URLs are each called once; a private address is refused without the
-setting, naming the field."""
+type's and its project's URLs are each called once; an address that is not public (private,
+shared, loopback, link-local, or one of those inside an IPv6 address) is refused without the
+setting, naming the field; a delivery connects to the address it checked."""
 
 import hashlib
 import hmac
@@ -10,6 +11,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
@@ -124,7 +126,7 @@ def test_a_private_address_is_refused_without_the_setting(user_client, agent, se
                               {"url": "http://10.0.0.7/hook"}, format="json")
 
     assert refused.status_code == 400 and "webhook" in refused.json()["errors"]
-    assert "private address" in json.dumps(refused.json())
+    assert "not a public address" in json.dumps(refused.json())
     assert project.status_code == 400 and "url" in project.json()["errors"]
     assert not WebhookDelivery.objects.exists()
 
@@ -143,3 +145,31 @@ def test_a_url_that_cannot_be_parsed_or_resolved_is_a_400_naming_the_field(user_
 
     assert refused.status_code == 400 and "webhook" in refused.json()["errors"]
     assert project.status_code == 400 and "url" in project.json()["errors"]
+
+
+@pytest.mark.parametrize("address", ["100.100.100.200", "100.64.0.1", "169.254.169.254",
+                                     "[::ffff:127.0.0.1]", "[2002:7f00:1::1]", "[fd00::1]"])
+def test_every_address_that_is_not_public_is_refused(user_client, agent, settings, address):
+    settings.LANGHOST_WEBHOOK_ALLOW_PRIVATE = False
+
+    project = user_client.put(f"/api/v1/projects/{agent.project_id}/webhook",
+                              {"url": f"http://{address}/latest/meta-data"}, format="json")
+
+    assert project.status_code == 400
+    assert "not a public address" in project.json()["errors"]["url"][0]
+
+
+def test_a_delivery_connects_to_the_address_it_checked_with_the_name_as_host(receiver):
+    hook = receiver()
+    port = hook.server.server_port
+    url, host, extensions = services._pinned(f"http://hooks.invalid:{port}/hook", "127.0.0.1")
+
+    with httpx.Client() as client:
+        answer = client.post(url, content=b"{}", headers=host, extensions=extensions)
+
+    assert answer.status_code == 200  # the name never resolved: the checked address was used
+    ((headers, _),) = hook.received
+    assert headers["Host"] == f"hooks.invalid:{port}"
+    assert services._pinned("https://hooks.example:8443/x", "2001:db8::1") == (
+        "https://[2001:db8::1]:8443/x", {"Host": "hooks.example:8443"},
+        {"sni_hostname": "hooks.example"})
