@@ -107,17 +107,19 @@ def test_sigterm_with_runs_in_flight_exits_quickly_and_leaves_none_running(serve
     assert all(status == "cancelled" and "host.shutdown" in reason for status, reason in runs)
 
 
-def test_sigterm_after_an_mcp_server_was_used_exits_within_3_s_leaving_no_child(server):
+def test_sigterm_after_an_mcp_server_was_used_exits_within_3_s_leaving_no_process_of_it(
+        server):
     server.start()
     with httpx.Client(base_url=server.url, timeout=scaled(30),
                       headers={"Authorization": f"Bearer {server.token}"}) as http:
         made = http.post("/api/v1/mcp-servers", json={
             "name": "calc", "transport": "stdio", "command": sys.executable,
-            "args": [str(MCP_SERVER)]}).json()
+            "args": [str(MCP_SERVER)], "env": {"SPAWN_CHILD": "1"}}).json()
         refreshed = http.post(f"/api/v1/mcp-servers/{made['id']}/refresh").json()
     assert refreshed["ok"], refreshed  # the server's session is open, its process running
     children = descendants(server.process.pid)
     assert any(str(MCP_SERVER) in _command_line(pid) for pid in children)
+    assert any(_command_line(pid).startswith("sleep") for pid in children)  # the server's own
 
     stopped_at = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
