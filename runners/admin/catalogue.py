@@ -266,15 +266,30 @@ class AgentInstanceAdmin(admin.ModelAdmin):
 
 
 class BindingForm(forms.ModelForm):
-    """Policies are checked with the same model the orchestrator uses; errors name the field."""
+    """Policies are checked with the same model the orchestrator uses; errors name the field.
+    The runner config's secrets (the fields its runner declares `secret`) are write-only, as
+    an agent type's are."""
 
     class Meta:
         model = Binding
         fields = ["binding_id", "enabled", "runner_id", "scope_type", "scope_id", "runner_config",
                   "state_policy", "delivery_policy", "resource_policy"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        stored = self.instance.runner_config or {}
+        self.initial["runner_config"] = runner_config.shown(stored)
+        if secrets := runner_config.secrets_set(stored):
+            self.fields["runner_config"].help_text = (
+                f"Secrets set (not shown; kept unless given again, null clears): "
+                f"{', '.join(secrets)}.")
+
     def clean(self):
         cleaned = super().clean()
+        if isinstance(cleaned.get("runner_config"), dict) and cleaned.get("runner_id"):
+            cleaned["runner_config"] = runner_config.sealed(
+                cleaned["runner_config"], runner_config.schema_of(cleaned["runner_id"]),
+                self.instance.runner_config or {})
         try:
             to_protocol(Binding(**cleaned))
         except ValidationError as exc:

@@ -2,14 +2,16 @@
 page that installs a plugin package (`runners.plugins.install`)."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from runners.catalogue import runner_config
 from runners.models import PluginInstallation
-from runners.plugins import install
+from runners.plugins import folders, install
 
 
 class UploadForm(forms.Form):
@@ -17,8 +19,36 @@ class UploadForm(forms.Form):
                                      "folder, its manifest.yaml at the root.")
 
 
+class PluginInstallationForm(forms.ModelForm):
+    """The plugin's config with the fields its manifest declares `secret` write-only: not
+    shown, sealed when given, kept unless given again (null clears), as agent types' are."""
+
+    class Meta:
+        model = PluginInstallation
+        fields = ["enabled", "priority", "config"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.schema = folders.config_schema(settings.LANGHOST_PLUGINS_DIR, self.instance.author,
+                                            self.instance.name)
+        stored = self.instance.config or {}
+        self.initial["config"] = runner_config.shown(stored)
+        if secrets := runner_config.secrets_set(stored):
+            self.fields["config"].help_text = (
+                f"Secrets set (not shown; kept unless given again, null clears): "
+                f"{', '.join(secrets)}.")
+
+    def clean_config(self):
+        config = self.cleaned_data["config"]
+        if not isinstance(config, dict):
+            raise forms.ValidationError("The config is a JSON object.")
+        return runner_config.sealed(config, self.schema, self.instance.config or {})
+
+
+
 @admin.register(PluginInstallation)
 class PluginInstallationAdmin(admin.ModelAdmin):
+    form = PluginInstallationForm
     list_display = ["plugin_id", "version", "enabled", "status", "short_error", "updated_at"]
     list_filter = ["enabled", "status"]
     search_fields = ["author", "name"]

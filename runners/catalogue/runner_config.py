@@ -17,7 +17,7 @@
 
 from collections.abc import Mapping
 
-from runners.models import AgentType, RunnerDescriptor
+from runners.models import AgentType, Binding, PluginInstallation, RunnerDescriptor
 from runners.providers.secrets import UnreadableKey, decrypt, encrypt, rotated
 
 SECRET = "secret"
@@ -219,20 +219,23 @@ def secrets_set(config: Mapping) -> list[str]:
 
 
 def rotate_secrets_sync() -> tuple[int, list[str]]:
-    """Re-encrypt the agent types' config secrets under the current `SECRET_KEY`: how many
-    types were, and the names of those with a secret no key in use can read (left as is)."""
+    """Re-encrypt the config secrets (agent types', bindings', plugins') under the current
+    `SECRET_KEY`: how many rows were, and the names of those with a secret no key in use can
+    read (left as is)."""
     done, unreadable = 0, []
-    for agent_type in AgentType.objects.exclude(runner_config={}):
-        config = agent_type.runner_config
-        if not secrets_set(config):
-            continue
-        try:
-            agent_type.runner_config = {
-                name: {SEALED: rotated(value[SEALED], SECRET_LABEL)} if _is_sealed(value)
-                else value for name, value in config.items()}
-        except UnreadableKey:
-            unreadable.append(agent_type.name)
-            continue
-        agent_type.save(update_fields=["runner_config"])
-        done += 1
+    for model, field in ((AgentType, "runner_config"), (Binding, "runner_config"),
+                         (PluginInstallation, "config")):
+        for row in model.objects.exclude(**{field: {}}):
+            config = getattr(row, field) or {}
+            if not secrets_set(config):
+                continue
+            try:
+                setattr(row, field, {
+                    name: {SEALED: rotated(value[SEALED], SECRET_LABEL)} if _is_sealed(value)
+                    else value for name, value in config.items()})
+            except UnreadableKey:
+                unreadable.append(str(row))
+                continue
+            row.save(update_fields=[field])
+            done += 1
     return done, unreadable

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
+from runners.catalogue import runner_config
 from runners.hostapi import box_api, knowledge_api, model_api, run_api, tool_api, vector_api
 from runners.models import PluginInstallation, PluginStorage
 from runners.observability import tracing
@@ -49,7 +50,7 @@ class DjangoHost(HostActions):
         return {
             "enabled": installation.enabled,
             "priority": installation.priority,
-            "plugin_config": installation.config or {},
+            "plugin_config": runner_config.opened(installation.config or {}),
             "installation_uuid": installation.installation_uuid,
             "install_source": "local",
             "install_info": {},

@@ -41,6 +41,20 @@ def scan(plugins_dir: Path) -> list[PluginFolder]:
             if path.is_dir() and not path.name.startswith((".", "_"))]
 
 
+def config_schema(plugins_dir: Path, author: str, name: str) -> list:
+    """The config fields a plugin's manifest declares (`spec.config`); [] when its folder or
+    manifest cannot be read."""
+    try:
+        manifest = yaml.safe_load(_file_inside(Path(plugins_dir) / f"{author}__{name}",
+                                               "manifest.yaml"))
+    except (OSError, yaml.YAMLError):
+        return []
+    spec = manifest.get("spec") if isinstance(manifest, dict) else None
+    fields = spec.get("config") if isinstance(spec, dict) else None
+    return [field for field in fields if isinstance(field, dict)] if isinstance(fields, list) \
+        else []
+
+
 def check(path: Path) -> PluginFolder:
     author, _, name = path.name.partition("__")
     named = PluginFolder(path, author if name else "", name or path.name)

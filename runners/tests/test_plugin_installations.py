@@ -93,8 +93,31 @@ async def test_config_edited_in_admin_is_answered_to_the_restarted_plugin(admin_
 
     settings = await DjangoHost(gateway.instance_id).get_plugin_settings("e2e", "agent-runner-qa")
     assert settings["plugin_config"] == config
+    assert "api_key" not in (await PluginInstallation.objects.aget(pk=installation.pk)).config
     await restarts_done(gateway)
     # The relaunched plugin asked for its settings and got the new config (it becomes the
     # plugin's `config`; the runtime's own list_plugins keeps the copy from registration).
     assert [answer["plugin_config"] for answer in answers] == [config]
     assert await echo_available()
+
+
+async def test_a_plugins_secret_config_is_write_only_in_the_admin_and_reaches_the_plugin(
+        admin_browser, gateway, settings):
+    settings.LANGHOST_PLUGINS_DIR = gateway.plugins_dir
+    installation = await qa_installation()
+    change = f"{CHANGELIST}{installation.pk}/change/"
+    secret = "sk-plugin-secret-41c9"
+
+    await sync_to_async(admin_browser.post)(change, {
+        "enabled": "on", "priority": "0", "_save": "Save",
+        "config": json.dumps({"greeting": "hi", "api_key": secret})})
+    page = (await sync_to_async(admin_browser.get)(change)).content.decode()
+    await sync_to_async(admin_browser.post)(change, {  # saved again without it: kept
+        "enabled": "on", "priority": "0", "_save": "Save",
+        "config": json.dumps({"greeting": "hello"})})
+
+    stored = (await PluginInstallation.objects.aget(pk=installation.pk)).config
+    answered = await DjangoHost(gateway.instance_id).get_plugin_settings("e2e", "agent-runner-qa")
+    assert secret not in page and "Secrets set" in page and "api_key" in page
+    assert secret not in json.dumps(stored)
+    assert answered["plugin_config"] == {"greeting": "hello", "api_key": secret}

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from runners.admin.catalogue import AgentTypeForm
-from runners.execution.bindings import agent_runner_config
-from runners.models import AgentType, RunnerDescriptor
+from runners.execution.bindings import agent_runner_config, resolve
+from runners.models import AgentType, Binding, RunnerDescriptor
 
 DIFY = "plugin:langbot-team/DifyAgent/default"
 KEY = "app-dify-secret-key-4c1e"
@@ -71,3 +71,21 @@ def test_the_admin_form_shows_no_secret_and_keeps_it_on_save(dify_type):
     assert saved.is_valid(), saved.errors
     saved.save()
     assert agent_runner_config(AgentType.objects.get(pk=agent_type.pk))["api-key"] == KEY
+
+
+def test_a_bindings_secret_is_write_only_in_the_admin_and_in_clear_for_the_runner(
+        dify, admin_browser, agent):
+    add = admin_browser.post("/admin/runners/binding/add/", {
+        "binding_id": "dify-for-ada", "enabled": "on", "runner_id": DIFY, "scope_type": "agent",
+        "scope_id": str(agent.pk), "state_policy": "{}", "delivery_policy": "{}",
+        "resource_policy": "{}",
+        "runner_config": json.dumps({"base-url": "http://127.0.0.1:1/v1", "api-key": KEY})})
+    assert add.status_code == 302, add.content.decode()[:3000]
+    binding = Binding.objects.get(binding_id="dify-for-ada")
+
+    page = admin_browser.get(f"/admin/runners/binding/{binding.pk}/change/").content.decode()
+    resolved = resolve(agent=agent)
+
+    assert KEY not in json.dumps(binding.runner_config) and KEY not in page
+    assert "Secrets set" in page and "api-key" in page
+    assert resolved.runner_config["api-key"] == KEY

@@ -18,10 +18,10 @@ class Command(DatabaseCommand):
             keys, unreadable_keys = rotate_api_keys_sync()
             servers, unreadable_servers = rotate_secrets_sync()
             types, unreadable_types = runner_config.rotate_secrets_sync()
-        self.stdout.write(f"{keys} provider key(s), {servers} MCP server(s) and {types} agent "
-                          "type(s) re-encrypted under the current secret key.")
+        self.stdout.write(f"{keys} provider key(s), {servers} MCP server(s) and {types} runner "
+                          "or plugin config(s) re-encrypted under the current secret key.")
         if unreadable_keys or unreadable_servers or unreadable_types:
             names = ", ".join([*(f"provider {n}" for n in unreadable_keys),
                                *(f"MCP server {n}" for n in unreadable_servers),
-                               *(f"agent type {n}" for n in unreadable_types)])
+                               *(f"config of {n}" for n in unreadable_types)])
             raise CommandError(f"Unreadable under every key in use (set them again): {names}")
