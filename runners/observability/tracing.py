@@ -14,6 +14,9 @@ The spans, in the GenAI semantic conventions where they name one:
 - `runner <id>` in a runtime worker: a run it streams for a web process, in the request's
   trace (its context travels in the run's start message over the Channels layer).
 
+No credential leaves in a span: a token in a URL, an attachment link's token, a bearer token
+or a JWT is scrubbed before export (`scrubbing.py`).
+
 A run's span is found again by its id (`_runs`): what a plugin asks of the host for its run,
 on the runtime link's task, belongs to the run's trace.
 """
@@ -33,8 +36,39 @@ if ENABLED:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+    from runners.observability.scrubbing import scrubbed, scrubbed_value
+
+    class ScrubbingExporter(SpanExporter):
+        """OTLP export of spans scrubbed of credentials (`scrubbing.py`): their names, and
+        their attributes' and events' texts."""
+
+        def __init__(self, exporter):
+            self.exporter = exporter
+
+        def export(self, spans):
+            return self.exporter.export([_scrubbed_span(span) for span in spans])
+
+        def shutdown(self):
+            return self.exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000):
+            return self.exporter.force_flush(timeout_millis)
+
+    def _scrubbed_attributes(attributes):
+        return {name: scrubbed_value(value) for name, value in (attributes or {}).items()}
+
+    def _scrubbed_span(span):
+        events = [type(event)(event.name, _scrubbed_attributes(event.attributes),
+                              event.timestamp) for event in span.events]
+        return ReadableSpan(
+            name=scrubbed(span.name), context=span.context, parent=span.parent,
+            resource=span.resource, attributes=_scrubbed_attributes(span.attributes),
+            events=events, links=span.links, kind=span.kind, status=span.status,
+            start_time=span.start_time, end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope)
 
 _tracer = None
 # Run id → the span of the run, while it executes in this process (or is streamed by it).
@@ -48,7 +82,7 @@ def setup() -> None:
         return
     provider = TracerProvider(resource=Resource.create(
         {"service.name": os.environ.get("OTEL_SERVICE_NAME", "langhost")}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(ScrubbingExporter(OTLPSpanExporter())))
     trace.set_tracer_provider(provider)
     atexit.register(provider.shutdown)  # what is batched still goes out
     _tracer = trace.get_tracer("langhost")

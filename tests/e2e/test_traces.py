@@ -154,3 +154,29 @@ def test_a_run_a_runtime_worker_streams_is_in_the_requests_trace(
     assert (elsewhere["service"], run["service"]) == ("langhost-runtime", "langhost")
     assert elsewhere["trace_id"] == run["trace_id"] == request["trace_id"]
     assert elsewhere["parent_id"] == run["span_id"]
+
+
+def asked(spans) -> list[dict]:
+    return [span for span in spans if "/auth/me" in str(span) or "/attachments/" in str(span)]
+
+
+def test_no_credential_leaves_in_a_span(tmp_path, receiver):
+    url, process = start_daphne({"LANGHOST_DATA_DIR": str(tmp_path / "data"),
+                                 "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                                 "OTEL_BSP_SCHEDULE_DELAY": "100"})
+    link_token = "link-token-7f3a9c1e"
+    try:
+        token = httpx.post(f"{url}/api/v1/auth/login", json={
+            "email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}).json()["access_token"]
+        httpx.get(f"{url}/api/v1/auth/me?token={token}&page=2",
+                  headers={"Authorization": f"Bearer {token}"})
+        httpx.get(f"{url}/api/v1/runs/00000000-0000-0000-0000-000000000000/attachments/"
+                  f"{link_token}")
+        spans = receiver.wait_for(lambda spans: len(asked(spans)) == 2)
+    finally:
+        stop_daphne(process)
+
+    sent = str(spans)
+    assert len(asked(spans)) == 2  # both requests were traced
+    assert token not in sent and token.split(".")[1] not in sent and link_token not in sent
+    assert "token=REDACTED&page=2" in sent and "/attachments/REDACTED" in sent
