@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test browser servers bench bench-scale cluster
+.PHONY: run test install install-test browser servers sandbox bench bench-scale cluster
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -54,7 +54,23 @@ servers:
 	  done; \
 	fi
 
-run: install
+# bubblewrap is the plugins' first-choice sandbox: installed when this user may (root, or
+# passwordless sudo). Without it LangHost confines them with Python and the kernel alone
+# (runners/runtime/sandbox.py), and says so.
+sandbox:
+	@if ! command -v bwrap >/dev/null; then \
+	  SUDO=""; if [ "$$(id -u)" != "0" ]; then SUDO="sudo -n"; fi; \
+	  if { [ -z "$$SUDO" ] || sudo -n true 2>/dev/null; } && command -v apt-get >/dev/null \
+	      && $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+	      -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1; then \
+	    echo "Installed bubblewrap: plugins are confined by it."; \
+	  else \
+	    echo "bubblewrap could not be installed here (needs root or passwordless sudo, and apt):" \
+	      "plugins and the box are confined with Python and the kernel alone."; \
+	  fi; \
+	fi
+
+run: install sandbox
 	$(PY) manage.py serve
 
 # The whole suite on SQLite (the cluster tests start their own PostgreSQL and Redis), then once

@@ -11,7 +11,8 @@ file of the workspace can be saved as a conversation artifact.
 
 Commands run on the `sandbox` backend (the default): confined as plugins are
 (`runners.runtime.sandbox`), they see the system, Python and `/workspace`, nothing of the data
-dir or of other workspaces, no process of the host, and no network. `host-unsafe` (the SDK's
+dir or of other workspaces, no process of the host, and no network unless its agent type
+allows it (`box_network`; LangHost's own ports stay closed). `host-unsafe` (the SDK's
 `host`, run as this machine's user, isolated from nothing) and the SDK's isolating backends
 (`nsjail`, `docker`, `e2b`) run them through the SDK's box server.
 
@@ -78,6 +79,7 @@ class Workspace:
 
     project_id: str
     conversation_id: str
+    network: bool = False  # whether its commands may reach the network (its agent type's)
 
     @property
     def session_id(self) -> str:
@@ -140,8 +142,7 @@ def _bounded(text: str) -> str:
     return data[:limit].decode(errors="ignore") + f"\n[output cut at {limit} bytes]"
 
 
-async def execute(workspace: Workspace, command: str, timeout: int | None = None, *,
-                  network: bool = False) -> Executed:
+async def execute(workspace: Workspace, command: str, timeout: int | None = None) -> Executed:
     """Run `command` (a shell command line) in the workspace; BoxUnavailable when the box
     cannot run it (no backend here, or the SDK's box server died)."""
     if not isinstance(command, str) or not command.strip():
@@ -149,7 +150,7 @@ async def execute(workspace: Workspace, command: str, timeout: int | None = None
     limit = min(timeout or settings.LANGHOST_BOX_EXEC_SECONDS, settings.LANGHOST_BOX_EXEC_SECONDS)
     await sync_to_async(workspace.ensure)()
     if settings.LANGHOST_BOX_BACKEND == SANDBOX:
-        return await _execute_confined(workspace, command, limit, network)
+        return await _execute_confined(workspace, command, limit)
     memory_kb = settings.LANGHOST_BOX_MEMORY_MB * 1024
     spec = workspace.spec(f"ulimit -v {memory_kb} 2>/dev/null; {command}", limit)
     server = box_server()
@@ -194,14 +195,13 @@ def box_sandbox() -> Sandbox:
     return sandbox
 
 
-async def _execute_confined(workspace: Workspace, command: str, seconds: int,
-                            network: bool) -> Executed:
+async def _execute_confined(workspace: Workspace, command: str, seconds: int) -> Executed:
     """The `sandbox` backend: the command confined as plugins are (`runners.runtime.sandbox`),
     seeing the system, Python and `/workspace` only; its process tree killed past `seconds`."""
     limits = {"as": settings.LANGHOST_BOX_MEMORY_MB * 1024 * 1024, "cpu": seconds + 1,
               "nproc": settings.LANGHOST_BOX_PROCESSES, "nofile": OPEN_FILES}
     confined = (await sync_to_async(box_sandbox)()).box_argv(
-        str(workspace.directory), MOUNT, network, limits)
+        str(workspace.directory), MOUNT, workspace.network, limits)
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *confined, "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL,

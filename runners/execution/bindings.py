@@ -72,6 +72,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "knowledge_bases": agent_type.knowledge_bases,
         "knowledge_retrieval": agent_type.knowledge_retrieval,
         "box": agent_type.box_enabled,
+        "box_network": agent_type.box_network,
         "skills": agent_type.skills,
         "expertise": agent_type.expertise,
     }

@@ -40,7 +40,8 @@ def workspace_of(context: dict) -> services.Workspace | None:
     if not (context.get("config") or {}).get("box") or not conversation_id:
         return None
     project_id = ((context.get("runtime") or {}).get("metadata") or {}).get("project_id") or ""
-    return services.Workspace(project_id=project_id, conversation_id=conversation_id)
+    return services.Workspace(project_id=project_id, conversation_id=conversation_id,
+                              network=bool(context["config"].get("box_network")))
 
 
 async def call(workspace: services.Workspace, name: str, args: dict) -> tuple[dict, str]:

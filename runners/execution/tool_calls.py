@@ -71,7 +71,8 @@ async def _call(tool: dict, arguments: dict, timeout: float) -> dict:
     if tool.get("source") == "box":
         project_id, _, conversation_id = str(source_id).partition(":")
         workspace = box_services.Workspace(project_id=project_id,
-                                           conversation_id=conversation_id)
+                                           conversation_id=conversation_id,
+                                           network=bool(tool.get("network")))
         try:
             recorded, shown = await box_tools.call(workspace, name, arguments)
         except box_tools.FAILURES as exc:

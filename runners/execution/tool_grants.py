@@ -74,7 +74,8 @@ async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor,
             grants[tool["name"]] = {
                 "tool_name": tool["name"], "tool_type": "box", "operations": wanted,
                 "description": tool["description"], "parameters": tool["parameters"],
-                "source": "box", "source_id": box_workspace}
+                "source": "box", "source_id": box_workspace,
+                "network": bool((binding.runner_config or {}).get("box_network"))}
     if "call" in wanted and plugin:
         grants[EVENT_REPLY] = {
             "tool_name": EVENT_REPLY, "tool_type": "platform",

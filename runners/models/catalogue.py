@@ -93,6 +93,10 @@ class AgentType(models.Model):
         help_text="Its agents work in their conversation's sandbox box: the built-in LLM agent "
                   "gets exec, read_file, write_file and list_files tools; a plugin runner the "
                   "box actions.")
+    box_network = models.BooleanField(
+        default=False, verbose_name="box network",
+        help_text="Commands in its sandbox box may reach the network (never LangHost's own "
+                  "ports); without it they have none.")
     is_active = models.BooleanField(default=True,
                                     help_text="Inactive types cannot be used for new agents.")
     runner_id = models.CharField(max_length=255, default=DEFAULT_RUNNER_ID,

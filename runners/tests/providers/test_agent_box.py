@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 
 from runners.box.server import box_server
 from runners.conversations.input import Part
-from runners.models import LLM_AGENT_RUNNER_ID
+from runners.models import LLM_AGENT_RUNNER_ID, AgentType
 from runners.tests.conversation_fixtures import through_the_door
 from tests.fake_providers import Reply
 from tests.timing import scaled
@@ -190,3 +190,29 @@ async def test_a_box_server_killed_under_a_call_fails_that_call_and_the_next_run
     (echoed,) = [m for m in tool_messages(openai_server) if "again" in m]
     assert json.loads(echoed)["stdout"] == "again"
     assert server.process.pid != first_pid and server.starts == 2
+
+
+async def test_a_type_that_allows_the_network_reaches_it_but_not_langhosts_own_ports(
+        engine, boxed_agent, user, openai_server, settings):
+    await AgentType.objects.filter(pk=boxed_agent.agent_type_id).aupdate(box_network=True)
+    closed, opened = await _listener(), await _listener()
+    settings.LANGHOST_SANDBOX_CLOSED_PORTS = [closed.sockets[0].getsockname()[1]]
+    connect = ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', {}), "
+               "timeout=5); print('connected')\"")
+    openai_server.script(calls(*[("exec", {"command": connect.format(server.sockets[0]
+                                                                     .getsockname()[1])})
+                                 for server in (opened, closed)]), Reply(text="Tried."))
+
+    try:
+        await ask(user, boxed_agent, "Connect.")
+    finally:
+        closed.close()
+        opened.close()
+
+    reached, refused = map(json.loads, tool_messages(openai_server))
+    assert reached["stdout"] == "connected"
+    assert refused["exit_code"] != 0 and "Permission denied" in refused["stderr"]
+
+
+async def _listener():
+    return await asyncio.start_server(lambda reader, writer: writer.close(), "127.0.0.1", 0)
