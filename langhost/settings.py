@@ -325,6 +325,11 @@ def _ports(name: str) -> set[int]:
 LANGHOST_SANDBOX_CLOSED_PORTS = sorted(
     (_services_ports() | _ports("LANGHOST_SANDBOX_CLOSED_PORTS"))
     - _ports("LANGHOST_SANDBOX_OPEN_PORTS"))
+# Kept out of a confined process's sight even where a path it reads holds them (a checkout
+# under /usr, say): the data dir, and a SQLite database wherever it is.
+LANGHOST_SANDBOX_HIDDEN = [str(DATA_DIR)] + (
+    [str(DATABASES["default"]["NAME"])] if DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    else [])
 # Whether the process that owns the plugin runtime fails the runs whose process died (their
 # lease ran out) once a tick.
 LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)

@@ -188,7 +188,8 @@ def box_sandbox() -> Sandbox:
     mode = settings.LANGHOST_PLUGIN_SANDBOX  # the engine it names, else the first that works
     try:
         sandbox = sandbox_for(mode if mode in ("bwrap", "namespaces") else "required",
-                              settings.LANGHOST_SANDBOX_CLOSED_PORTS)
+                              settings.LANGHOST_SANDBOX_CLOSED_PORTS,
+                              settings.LANGHOST_SANDBOX_HIDDEN)
     except SandboxUnavailable as exc:
         raise BoxUnavailable(f"the box cannot confine commands here ({exc}); see README: "
                              "The sandbox box") from None

@@ -61,7 +61,8 @@ def instance_id() -> str:
 def plugin_sandbox() -> Sandbox | None:
     """The sandbox a runtime of this process runs in (`LANGHOST_PLUGIN_SANDBOX`), closed to
     LangHost's own ports (`LANGHOST_SANDBOX_CLOSED_PORTS`)."""
-    return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, settings.LANGHOST_SANDBOX_CLOSED_PORTS)
+    return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, settings.LANGHOST_SANDBOX_CLOSED_PORTS,
+                       settings.LANGHOST_SANDBOX_HIDDEN)
 
 
 def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:

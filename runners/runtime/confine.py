@@ -6,12 +6,14 @@ The plan (`sandbox.Plan.as_json`) names what the command may see; everything els
 machine is absent. The command gets:
 
 - **A filesystem of its own, by allow-list**: an empty root (a tmpfs, read-only) holding only
-  the plan's `binds` (`[source, target, writable]`), a `/proc` of its own PID namespace, a
-  minimal `/dev` and an empty `/tmp`. The machine's root is detached, not hidden under a
+  the plan's `binds` (`[source, target, writable]`; an empty source hides its target), a `/proc` of its own PID namespace (the
+  kernel's settings in it read-only), a minimal `/dev` and an empty `/tmp`, both of bounded
+  size. The machine's root is detached, not hidden under a
   mount: nothing else can be reached by any path.
-- **Namespaces**: user (the same uid inside as outside; root's is nobody's), mount, PID (the command is pid 1: it
-  sees no process of the host), IPC, UTS, and network when `network` is false (then only a
-  loopback that is down: no connection at all).
+- **Namespaces**: user (the same uid inside as outside; root's is nobody's), mount, PID (it
+  sees no process of the host; a small init is pid 1 and passes signals on), IPC, UTS, and
+  network when `network` is false (then only a loopback that is down: no connection at all),
+  and a session of its own (no controlling terminal).
 - **Landlock** where the kernel has it: no TCP connection to `closed_ports` (LangHost's own
   web port, database, Redis), and no signal or abstract-socket connection to processes
   outside the sandbox.
@@ -60,7 +62,12 @@ LAST_CAPABILITY = 63
 # Who root is inside: mapping uid 0 needs CAP_SETFCAP, which a confined process no longer has
 # when it confines its own children (the runtime its plugins).
 NOBODY = 65534
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+TMP_SIZE = "256m"
+# statvfs's ST_RDONLY, ST_NOSUID, ST_NODEV, ST_NOEXEC, ST_NOATIME, ST_NODIRATIME: the same bits
+# as mount's MS_ flags.
+KEPT_MOUNT_FLAGS = 1 | 2 | 4 | 8 | 1024 | 2048
 RLIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC,
            "nofile": resource.RLIMIT_NOFILE, "fsize": resource.RLIMIT_FSIZE}
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -114,10 +121,13 @@ def _place(source: str, target: str) -> None:
             open(target, "w").close()
 
 
-def _bind(source: str, target: str, writable: bool) -> None:
+def _bind(source: str, target: str, writable: bool, device: bool = False) -> None:
     _place(source, target)
     _mount(source, target, None, MS_BIND | MS_REC)
-    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (0 if writable else MS_RDONLY)
+    # The flags the source's mount has are kept (a user namespace may not drop them).
+    kept = os.statvfs(target).f_flag & KEPT_MOUNT_FLAGS
+    flags = (MS_BIND | MS_REMOUNT | MS_NOSUID | kept | (0 if device else MS_NODEV)
+             | (0 if writable else MS_RDONLY))
     _mount(None, target, None, flags)
 
 
@@ -134,24 +144,31 @@ def _build_root(binds: list, mount_proc: bool) -> None:
     old, new = OLD[len(BASE):], NEW[len(BASE):]
     _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     os.makedirs(new + "/dev", exist_ok=True)
-    _mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755")
+    _mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
     for device in DEVICES:
         if os.path.exists(f"{old}/dev/{device}"):
-            _bind(f"{old}/dev/{device}", f"{new}/dev/{device}", True)
+            _bind(f"{old}/dev/{device}", f"{new}/dev/{device}", True, device=True)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new}/dev/{name}")
     os.makedirs(new + "/dev/shm")
     os.makedirs(new + "/tmp", exist_ok=True)
-    _mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    _mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={TMP_SIZE}")
     os.makedirs(new + "/proc", exist_ok=True)
     if mount_proc:
         _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        for entry in PROC_READ_ONLY:  # the kernel's settings: uid 0 may write them, caps or not
+            if os.path.exists(f"{new}/proc/{entry}"):
+                _bind(f"{new}/proc/{entry}", f"{new}/proc/{entry}", False)
     # Last, over the empty /tmp: the binds may lie below it.
     for source, target, writable in sorted(binds, key=lambda bind: bind[1].count("/")):
-        real = old + source
-        if os.path.lexists(real):
-            _bind(real, new + target, writable)
+        if not source:  # hidden: an empty directory, or an empty file, in its place
+            if os.path.isdir(new + target):
+                _mount("tmpfs", new + target, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k")
+            elif os.path.lexists(new + target):
+                _bind(f"{old}/dev/null", new + target, False, device=True)
+        elif os.path.lexists(old + source):
+            _bind(old + source, new + target, writable)
     os.chdir(new)
     _check(_libc.syscall(SYS_PIVOT_ROOT[_machine], b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detaching the machine's root")
@@ -235,11 +252,30 @@ def _confined_child(plan: dict, argv: list[str], ready_write: int) -> None:
         os._exit(126)
     os.write(ready_write, b"1")
     os.close(ready_write)
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as exc:
-        os.write(2, f"confine: {argv[0]}: {exc.strerror}\n".encode())
-        os._exit(127)
+    os.setsid()  # no controlling terminal: nothing can be typed into the operator's
+    command = os.fork()
+    if command == 0:
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(2, f"confine: {argv[0]}: {exc.strerror}\n".encode())
+            os._exit(127)
+    _init(command)
+
+
+def _init(command: int) -> None:
+    """Pid 1 of the sandbox: passes the stopping signals on to the command (the kernel ignores
+    a signal to pid 1 that has no handler), reaps every orphan, ends with the command."""
+    _forward_signals_to(command)
+    while True:
+        try:
+            pid, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+        if pid == command:
+            _exit_like(status)
 
 
 def main(args: list[str]) -> None:
@@ -252,7 +288,7 @@ def main(args: list[str]) -> None:
         _limit(plan.get("limits", {}))
         os.execvp(argv[0], argv)
     # Links resolved while the machine's root is still the root they point in.
-    plan["binds"] = [(os.path.realpath(source), target, writable)
+    plan["binds"] = [(source and os.path.realpath(source), target, writable)
                      for source, target, writable in plan["binds"]]
     info_fd = plan.get("info_fd")
     try:

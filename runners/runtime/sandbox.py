@@ -38,11 +38,12 @@ MODES = ("auto", "required", "bwrap", "namespaces", "off")
 CONFINE = str(Path(__file__).with_name("confine.py"))
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What programs read of /etc: names, certificates, time zones, the dynamic linker's cache.
-ETC_ENTRIES = ("ssl", "ca-certificates", "ca-certificates.conf", "pki", "resolv.conf", "hosts",
+ETC_ENTRIES = ("ssl/certs", "ca-certificates", "ca-certificates.conf", "pki", "resolv.conf", "hosts",
                "host.conf", "nsswitch.conf", "gai.conf", "services", "protocols", "passwd",
                "group", "localtime", "timezone", "mime.types", "ld.so.cache", "ld.so.conf",
                "ld.so.conf.d", "alternatives", "os-release", "debian_version")
 PROBE_SECONDS = 30
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 PLUGIN_SANDBOX_VARIABLE = "LANGHOST_PLUGIN_CONFINEMENT"
 
 
@@ -64,6 +65,9 @@ class Sandbox:
     engine: str  # "bwrap" or "namespaces"
     readable: tuple[str, ...]
     closed_ports: tuple[int, ...] = ()
+    # Places to keep out of sight (LangHost's data dir, its database) where a readable path
+    # holds them (a checkout under /usr, say).
+    hidden: tuple[str, ...] = ()
     bwrap: str = ""
     per_plugin: bool = True  # each plugin in a sandbox of its own, inside the runtime's
 
@@ -112,17 +116,29 @@ class Sandbox:
                 "--", *self._inside_bwrap(closed, limits, always=True)]
 
     def _view(self, writable=(), readable=()) -> list[tuple[str, str, bool]]:
-        """`(source, target, writable)` of each place a confined process sees."""
-        return [*((path, path, False) for path in [*self.readable, *map(os.path.realpath,
-                                                                         readable)]),
+        """`(source, target, writable)` of each place a confined process sees; a source of ""
+        hides its target (an empty directory or file in its place)."""
+        readable = [*self.readable, *map(os.path.realpath, readable)]
+        hidden = [path for path in map(os.path.realpath, self.hidden)
+                  if any(path == place or path.startswith(place.rstrip(os.sep) + os.sep)
+                         for place in readable)]
+        return [*((path, path, False) for path in readable),
+                *(("", path, False) for path in hidden),
                 *((os.path.realpath(path), os.path.realpath(path), True) for path in writable)]
 
     def _bwrap_view(self, binds) -> list[str]:
-        argv = [self.bwrap, "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
-                "/tmp"]
+        argv = [self.bwrap, "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc",
+                # The kernel's settings: uid 0 may write them, capabilities or not.
+                *[arg for entry in PROC_READ_ONLY if os.path.exists(f"/proc/{entry}")
+                  for arg in ("--ro-bind", f"/proc/{entry}", f"/proc/{entry}")],
+                "--tmpfs", "/tmp"]
         # Outermost first (bubblewrap applies them in order), before the root turns read-only.
         for source, target, writable in sorted(binds, key=lambda bind: bind[1].count(os.sep)):
-            argv += ["--bind" if writable else "--ro-bind", source, target]
+            if not source:
+                argv += (["--tmpfs", target] if os.path.isdir(target)
+                         else ["--ro-bind", os.devnull, target])
+            else:
+                argv += ["--bind" if writable else "--ro-bind", source, target]
         return [*argv, "--remount-ro", "/"]
 
     def _inside_bwrap(self, closed_ports, limits=None, always=False) -> list[str]:
@@ -212,9 +228,10 @@ ENGINES = {"auto": ("bwrap", "namespaces"), "required": ("bwrap", "namespaces"),
            "bwrap": ("bwrap",), "namespaces": ("namespaces",), "off": ()}
 
 
-def sandbox_for(mode: str, closed_ports=()) -> Sandbox | None:
-    """The sandbox `mode` asks for, closing `closed_ports`; None to run unconfined.
-    SandboxUnavailable when the mode insists and no engine works here."""
+def sandbox_for(mode: str, closed_ports=(), hidden=()) -> Sandbox | None:
+    """The sandbox `mode` asks for, closing `closed_ports` and keeping `hidden` out of sight;
+    None to run unconfined. SandboxUnavailable when the mode insists and no engine works
+    here."""
     if mode not in MODES:
         raise SandboxUnavailable(f"LANGHOST_PLUGIN_SANDBOX is {mode!r}; use one of {MODES}")
     problems = []
@@ -222,7 +239,7 @@ def sandbox_for(mode: str, closed_ports=()) -> Sandbox | None:
         problem, nests = _probe(engine)
         if problem is None:
             return Sandbox(engine, readable_paths(), tuple(sorted(set(closed_ports))),
-                           bwrap=shutil.which("bwrap") or "", per_plugin=nests)
+                           tuple(hidden), bwrap=shutil.which("bwrap") or "", per_plugin=nests)
         problems.append(f"{engine}: {problem}")
     if mode in ("auto", "off"):
         if problems:

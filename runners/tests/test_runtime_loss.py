@@ -10,6 +10,7 @@ from ledger.models import AgentRun
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.plugins.gateway import LocalGateway
+from runners.runtime import sandbox
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants
 from tests.timing import scaled
@@ -40,7 +41,8 @@ async def test_runtime_killed_mid_run_fails_the_run(tmp_path):
 
 
 def plugin_processes(runtime_pid: int) -> list[int]:
-    """The runtime's plugin processes (inside their sandboxes, where there are any)."""
+    """The runtime's plugin processes (inside their sandboxes, where there are any: not the
+    processes that confine them)."""
     found = []
     for pid in descendants(runtime_pid):
         try:
@@ -48,7 +50,8 @@ def plugin_processes(runtime_pid: int) -> list[int]:
                 argv = cmdline.read().split(b"\0")
         except OSError:
             continue
-        if b"langbot_plugin.cli.__init__" in argv and not argv[0].endswith(b"bwrap"):
+        confining = argv[0].endswith(b"bwrap") or sandbox.CONFINE.encode() in argv
+        if b"langbot_plugin.cli.__init__" in argv and not confining:
             found.append(pid)
     return found
 
