@@ -10,9 +10,11 @@ confinement at all; `LANGHOST_PLUGIN_SANDBOX=required` refuses to start there in
 from django.conf import settings
 
 from runners.box import services as box_services
+from runners.runtime.confine import landlock_abi
 from runners.runtime.sandbox import SandboxUnavailable, confinement, sandbox_for
 
 UNCONFINED = "unconfined"
+LANDLOCK_NET_ABI = 4  # the first with TCP port rules
 
 
 def plugin_confinement() -> str:
@@ -41,6 +43,12 @@ def warnings() -> list[str]:
         said.append("Plugins run unconfined: a plugin can read this machine's files, LangHost's "
                     "data dir and secrets included. Install bubblewrap or allow unprivileged "
                     "user namespaces, and leave LANGHOST_PLUGIN_SANDBOX at auto or required.")
+    if (plugin_confinement() not in (UNCONFINED, "external")
+            and settings.LANGHOST_SANDBOX_CLOSED_PORTS and landlock_abi() < LANDLOCK_NET_ABI):
+        said.append("This kernel cannot close TCP ports to confined processes (Landlock 4 or "
+                    "later): plugins can connect to LangHost's own ports.")
+    if settings.LANGHOST_BOX_BACKEND not in box_services.BACKENDS:
+        said.append(box_services.why_no_box())
     if settings.LANGHOST_BOX_BACKEND == "host-unsafe":
         said.append("The box runs a model's commands as LangHost's own user, isolated from "
                     "nothing (LANGHOST_BOX_BACKEND=host-unsafe): use the sandbox backend.")

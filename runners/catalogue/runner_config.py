@@ -189,11 +189,13 @@ def _is_sealed(value) -> bool:
 
 def sealed(config: Mapping, schema, stored: Mapping | None = None) -> dict:
     """`config` to store: each secret given encrypted; a secret not given keeps its stored
-    value (a client that never saw it need not send it back), `null` clears it."""
-    config, secrets = dict(config), _secret_names(schema)
+    value (a client that never saw it need not send it back), `null` clears it. A stored
+    secret the schema no longer names (or a schema that cannot be read) is kept the same way."""
+    config, stored = dict(config), stored or {}
+    secrets = _secret_names(schema) | {name for name, value in stored.items() if _is_sealed(value)}
     for name in secrets:
         if name not in config:
-            if stored and _is_sealed(stored.get(name)):
+            if _is_sealed(stored.get(name)):
                 config[name] = stored[name]
         elif config[name] is None:
             del config[name]

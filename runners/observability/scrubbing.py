@@ -8,7 +8,7 @@ REDACTED = "REDACTED"
 SENSITIVE_PARAMETERS = frozenset({
     "token", "access_token", "refresh_token", "id_token", "jwt", "key", "api_key", "apikey",
     "code", "signature", "sig", "password", "secret", "setup_token", "auth", "authorization"})
-_PARAMETER = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&#;\s]+)=(?P<value>[^&#;\s]*)")
+_PARAMETER = re.compile(r"(?P<lead>^|[?&;])(?P<name>[^=&#;?\s/]+)=(?P<value>[^&#;\s]*)")
 _LINK_TOKEN = re.compile(r"(?P<lead>/attachments/)[^/?#\s]+")
 _BEARER = re.compile(r"(?i)(?P<lead>\b(?:bearer|token)\s+)[\w.~+/=-]+")
 _JWT = re.compile(r"\beyJ[\w-]*\.[\w-]+\.[\w-]*")

@@ -66,7 +66,9 @@ if ENABLED:
         return ReadableSpan(
             name=scrubbed(span.name), context=span.context, parent=span.parent,
             resource=span.resource, attributes=_scrubbed_attributes(span.attributes),
-            events=events, links=span.links, kind=span.kind, status=span.status,
+            events=events, links=span.links, kind=span.kind,
+            status=type(span.status)(span.status.status_code,
+                                     span.status.description and scrubbed(span.status.description)),
             start_time=span.start_time, end_time=span.end_time,
             instrumentation_scope=span.instrumentation_scope)
 

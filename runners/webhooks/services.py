@@ -84,9 +84,12 @@ def _pinned(url: str, address: str | None) -> tuple[str, dict, dict]:
     if address is None:
         return url, {}, {}
     parts = urlsplit(url)
-    host = f"[{address}]" if ":" in address else address
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    headers = {"Host": parts.hostname + (f":{parts.port}" if parts.port else "")}
+    port = f":{parts.port}" if parts.port else ""
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = (f"{credentials}@" if credentials else "") + (
+        f"[{address}]" if ":" in address else address) + port
+    name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    headers = {"Host": name + port}
     return (parts._replace(netloc=netloc).geturl(), headers,
             {"sni_hostname": parts.hostname} if parts.scheme == "https" else {})
 

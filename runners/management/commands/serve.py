@@ -37,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("LANGHOST_PORT", "8000")))
 
     def handle(self, *args, host, port, **options):
+        # The port it serves on is LangHost's own, whatever LANGHOST_PORT says.
+        settings.LANGHOST_SANDBOX_CLOSED_PORTS = sorted({*settings.LANGHOST_SANDBOX_CLOSED_PORTS,
+                                                         port})
         refused = safety.refusal()
         if refused:
             raise CommandError(f"LangHost will not start: {refused}")
@@ -212,6 +215,7 @@ def _refuse_bodies_past_their_limit(request_class) -> None:
     declared length says so, or as its chunks pass the limit: Twisted would read it whole,
     and daphne hand it over in one piece, before Django could refuse it."""
     got_length, handle_chunk = request_class.gotLength, request_class.handleContentChunk
+    request_received = request_class.requestReceived
 
     def gotLength(self, length):
         self.body_limit, self.body_received = _body_limit(self.requestHeaders), 0
@@ -229,8 +233,13 @@ def _refuse_bodies_past_their_limit(request_class) -> None:
         else:
             handle_chunk(self, data)
 
+    def requestReceived(self, command, path, version):
+        if not getattr(self, "body_refused", False):  # else answered already: nothing more
+            request_received(self, command, path, version)
+
     request_class.gotLength = gotLength
     request_class.handleContentChunk = handleContentChunk
+    request_class.requestReceived = requestReceived
 
 
 def _refuse_as_too_large(request) -> None:

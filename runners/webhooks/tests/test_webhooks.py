@@ -173,3 +173,6 @@ def test_a_delivery_connects_to_the_address_it_checked_with_the_name_as_host(rec
     assert services._pinned("https://hooks.example:8443/x", "2001:db8::1") == (
         "https://[2001:db8::1]:8443/x", {"Host": "hooks.example:8443"},
         {"sni_hostname": "hooks.example"})
+    # Credentials in the URL still go with it.
+    assert services._pinned("http://me:pw@hooks.example/x", "192.0.2.7")[0] == \
+        "http://me:pw@192.0.2.7/x"
