@@ -14,6 +14,7 @@ from runners.runtime.confine import landlock_abi
 from runners.runtime.sandbox import SandboxUnavailable, confinement, sandbox_for
 
 UNCONFINED = "unconfined"
+YIELDING_MODES = ("auto", "off")  # they start whatever the machine offers
 LANDLOCK_NET_ABI = 4  # the first with TCP port rules
 
 
@@ -58,10 +59,11 @@ def warnings() -> list[str]:
 def refusal() -> str | None:
     """Why LangHost must not start: the plugin sandbox mode insists on confinement that
     cannot be had here (or names no mode)."""
-    if settings.LANGHOST_RUNTIME_URL:
+    mode = settings.LANGHOST_PLUGIN_SANDBOX
+    if settings.LANGHOST_RUNTIME_URL or mode in YIELDING_MODES:
         return None
     try:
-        sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX)
+        sandbox_for(mode)
     except SandboxUnavailable as exc:
         return str(exc)
     return None

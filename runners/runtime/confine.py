@@ -35,7 +35,10 @@ Standard library only, run by path: it runs before anything of LangHost or the S
 
 from __future__ import annotations
 
+import array
 import ctypes
+import functools
+import itertools
 import json
 import os
 import resource
@@ -76,6 +79,10 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 BASE, NEW, OLD = "/tmp", "/tmp/newroot", "/tmp/oldroot"
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_add_rule = functools.partial(ctypes.CDLL(None, use_errno=True).syscall, SYS_LANDLOCK_ADD_RULE)
+_add_rule.func.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                           ctypes.c_uint]
+_add_rule.func.restype = ctypes.c_long
 _machine = os.uname().machine
 
 
@@ -195,16 +202,32 @@ def _landlock(closed_ports: list[int]) -> None:
                      "landlock_create_ruleset")
     try:
         if net:
-            closed = set(closed_ports)
-            rule = ctypes.create_string_buffer(16)
-            for port in range(65536):
-                if port not in closed:
-                    struct.pack_into("QQ", rule, 0, LANDLOCK_ACCESS_NET_CONNECT_TCP, port)
-                    _check(_libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_NET_PORT,
-                                         rule, 0), "landlock_add_rule")
+            _allow_ports_but(ruleset, set(closed_ports))
         _check(_libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
+
+
+def close_ports(ports: list[int]) -> None:
+    """This process and what it starts: no TCP connection to `ports`, no new privileges. For
+    a process in a view built already (bubblewrap's), whose capabilities are left as they are
+    (the runtime keeps the one it nests sandboxes with)."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _landlock(ports)
+
+
+def _allow_ports_but(ruleset: int, closed: set[int]) -> None:
+    """A rule allowing each port but the `closed` ones (Landlock has no ranges): the rules laid
+    out in one array and added from C's side of the loop (`map`), which halves the cost."""
+    ports = [port for port in range(65536) if port not in closed]
+    rules = array.array("Q", bytes(16 * len(ports)))
+    rules[0::2] = array.array("Q", [LANDLOCK_ACCESS_NET_CONNECT_TCP]) * len(ports)
+    rules[1::2] = array.array("Q", ports)
+    start = rules.buffer_info()[0]
+    added = map(functools.partial(_add_rule, ruleset, LANDLOCK_RULE_NET_PORT),
+                range(start, start + 16 * len(ports), 16), itertools.repeat(0, len(ports)))
+    if min(added) < 0:
+        _check(-1, "landlock_add_rule")
 
 
 def _limit(limits: dict) -> None:
@@ -283,8 +306,7 @@ def main(args: list[str]) -> None:
         sys.exit("usage: confine.py PLAN_JSON -- COMMAND [ARG ...]")
     plan, argv = json.loads(args[0]), args[2:]
     if not plan.get("namespaces", True):  # inside bubblewrap, which built the view
-        _landlock(plan.get("closed_ports", []))
-        # Capabilities are bubblewrap's business: the runtime keeps the one it nests with.
+        close_ports(plan.get("closed_ports", []))
         _limit(plan.get("limits", {}))
         os.execvp(argv[0], argv)
     # Links resolved while the machine's root is still the root they point in.

@@ -4,6 +4,9 @@
   them to anyone. LangHost drives the runtime over stdio and its plugin processes reach it
   over loopback, so here every server binds 127.0.0.1 and `/healthz` goes through the
   server's authentication like any other request.
+- **LangHost's own ports closed** (in bubblewrap, when the host names them in
+  `LANGHOST_CLOSED_PORTS`): no TCP connection to them from the runtime or any plugin
+  (`confine.close_ports`, Landlock).
 - **Each plugin in its own sandbox** (when the host describes one in
   `LANGHOST_PLUGIN_CONFINEMENT`, `sandbox.py`): a plugin sees the system and Python read-only
   and its own folder writable, neither the runtime's dir nor the other plugins' folders; it
@@ -22,16 +25,19 @@ Run by path (`python runtime_main.py rt …`), the SDK unmodified on disk.
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 
+# `confine` and `sandbox` lie beside this file, which runs by path.
+from confine import close_ports
 from langbot_plugin.cli import main
 from langbot_plugin.entities.io.actions.enums import PluginToRuntimeAction
 from langbot_plugin.runtime.io.controllers.stdio import client
 from langbot_plugin.runtime.io.controllers.ws import server
 from langbot_plugin.runtime.io.handlers import plugin as plugin_handler
 from langbot_plugin.runtime.plugin import mgr
-from sandbox import PLUGIN_SANDBOX_VARIABLE, Sandbox  # beside this file, run by path
+from sandbox import CLOSED_PORTS_VARIABLE, PLUGIN_SANDBOX_VARIABLE, Sandbox
 
 LOOPBACK = "127.0.0.1"
 _described = os.environ.pop(PLUGIN_SANDBOX_VARIABLE, "")
@@ -131,4 +137,6 @@ mgr.PluginManager.launch_plugin = _launch_until_it_keeps_crashing
 plugin_handler.PluginConnectionHandler.__init__ = _init_naming_callers
 
 if __name__ == "__main__":
+    if closed := os.environ.pop(CLOSED_PORTS_VARIABLE, ""):
+        close_ports(json.loads(closed))  # before any plugin starts: they inherit it
     main()

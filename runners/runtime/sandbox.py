@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,9 @@ ETC_ENTRIES = ("ssl/certs", "ca-certificates", "ca-certificates.conf", "pki", "r
                "ld.so.conf.d", "alternatives", "os-release", "debian_version")
 PROBE_SECONDS = 30
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+_probing = threading.Lock()
 PLUGIN_SANDBOX_VARIABLE = "LANGHOST_PLUGIN_CONFINEMENT"
+CLOSED_PORTS_VARIABLE = "LANGHOST_CLOSED_PORTS"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -79,8 +82,7 @@ class Sandbox:
         caps = ["--cap-add", "CAP_SYS_ADMIN"] if self.per_plugin else []
         return [*self._bwrap_view(binds), "--cap-drop", "ALL", *caps, "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--die-with-parent",
-                "--info-fd", str(info_fd), "--chdir", runtime_dir, "--",
-                *self._inside_bwrap(self.closed_ports)]
+                "--info-fd", str(info_fd), "--chdir", runtime_dir, "--"]
 
     def command_argv(self, writable: list[str], workdir: str) -> list[str]:
         """The prefix confining a one-off command (pip installing a plugin's packages) that
@@ -158,11 +160,16 @@ class Sandbox:
         return [sys.executable, CONFINE, json.dumps(plan), "--"]
 
     def runtime_environment(self) -> dict[str, str]:
-        """What the runtime is told to confine each plugin with (`runtime_main.py`)."""
-        if not self.per_plugin:
-            return {}
-        return {PLUGIN_SANDBOX_VARIABLE: json.dumps(
-            {"engine": self.engine, "readable": self.readable, "bwrap": self.bwrap})}
+        """What the runtime is told to confine each plugin with, and, in bubblewrap, the ports
+        to close to itself and its plugins before it starts any (`runtime_main.py`: no
+        interpreter started only for that)."""
+        told = {}
+        if self.engine == "bwrap" and self.closed_ports:
+            told[CLOSED_PORTS_VARIABLE] = json.dumps(self.closed_ports)
+        if self.per_plugin:
+            told[PLUGIN_SANDBOX_VARIABLE] = json.dumps(
+                {"engine": self.engine, "readable": self.readable, "bwrap": self.bwrap})
+        return told
 
     @classmethod
     def for_plugins(cls, environment: str) -> Sandbox:
@@ -190,10 +197,23 @@ def _runs(argv: list[str]) -> str | None:
                                               or f"exit code {done.returncode}")
 
 
-@functools.cache
 def _probe(engine: str) -> tuple[str | None, bool]:
     """Why `engine` cannot confine a process here (None when it can), and whether a process
-    it confines can confine another (each plugin inside the runtime's sandbox)."""
+    it confines can confine another (each plugin inside the runtime's sandbox). Probed once a
+    process; a caller meanwhile waits for that answer."""
+    with _probing:
+        return _probed(engine)
+
+
+def probe_in_background(mode: str) -> None:
+    """Probe what `mode` would confine with, now, beside other start-up work, for whoever asks
+    first."""
+    threading.Thread(target=confinement, args=(mode,), name="sandbox-probe",
+                     daemon=True).start()
+
+
+@functools.cache
+def _probed(engine: str) -> tuple[str | None, bool]:
     if engine == "bwrap" and not shutil.which("bwrap"):
         return "bubblewrap is not installed (apt install bubblewrap)", False
     sandbox = Sandbox(engine, readable_paths(), bwrap=shutil.which("bwrap") or "")

@@ -16,6 +16,7 @@ from langhost.process_memory import settle_after_startup
 from langhost.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
 from runners import safety
+from runners.runtime.sandbox import probe_in_background
 
 logger = logging.getLogger(__name__)
 
@@ -40,16 +41,19 @@ class Command(BaseCommand):
         # The port it serves on is LangHost's own, whatever LANGHOST_PORT says.
         settings.LANGHOST_SANDBOX_CLOSED_PORTS = sorted({*settings.LANGHOST_SANDBOX_CLOSED_PORTS,
                                                          port})
+        # The runtime needs its answer: worked out beside the imports below.
+        probe_in_background(settings.LANGHOST_PLUGIN_SANDBOX)
         refused = safety.refusal()
         if refused:
             raise CommandError(f"LangHost will not start: {refused}")
-        for warning in safety.warnings():
-            self.stderr.write(self.style.WARNING(f"WARNING: {warning}"))
         failure = serve(host, port, lambda: self.prepare_database(host, port))
         if failure is not None:
             raise CommandError(f"LangHost could not start: {failure}")
 
     def prepare_database(self, host: str, port: int) -> None:
+        # Worked out beside the runtime's start, which needs the same probes (cached).
+        for warning in safety.warnings():
+            self.stderr.write(self.style.WARNING(f"WARNING: {warning}"))
         with one_process_at_a_time():
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("Database is up to date.")
