@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from ledger.admin import pretty
 from ledger.models import AgentRun, Conversation
 from runners.admin import pickers
+from runners.admin.secret_fields import show_config_without_secrets
 from runners.catalogue import runner_config, services, tree_diagram
 from runners.catalogue.agent_routing import TreeError
 from runners.catalogue.trees import build_tree, validate_trees
@@ -278,12 +279,7 @@ class BindingForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        stored = self.instance.runner_config or {}
-        self.initial["runner_config"] = runner_config.shown(stored)
-        if secrets := runner_config.secrets_set(stored):
-            self.fields["runner_config"].help_text = (
-                f"Secrets set (not shown; kept unless given again, null clears): "
-                f"{', '.join(secrets)}.")
+        show_config_without_secrets(self, "runner_config", self.instance.runner_config or {})
 
     def clean(self):
         cleaned = super().clean()

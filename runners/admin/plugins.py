@@ -9,6 +9,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from runners.admin.secret_fields import show_config_without_secrets
 from runners.catalogue import runner_config
 from runners.models import PluginInstallation
 from runners.plugins import folders, install
@@ -31,12 +32,7 @@ class PluginInstallationForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.schema = folders.config_schema(settings.LANGHOST_PLUGINS_DIR, self.instance.author,
                                             self.instance.name)
-        stored = self.instance.config or {}
-        self.initial["config"] = runner_config.shown(stored)
-        if secrets := runner_config.secrets_set(stored):
-            self.fields["config"].help_text = (
-                f"Secrets set (not shown; kept unless given again, null clears): "
-                f"{', '.join(secrets)}.")
+        show_config_without_secrets(self, "config", self.instance.config or {})
 
     def clean_config(self):
         config = self.cleaned_data["config"]

@@ -3,6 +3,8 @@ headers, providers' extra headers)."""
 
 from django import forms
 
+from runners.catalogue import runner_config
+
 
 class WriteOnlyTextarea(forms.Textarea):
     """Never renders a value: not the stored secrets (it has none), nor ones just typed into
@@ -31,3 +33,13 @@ def parse_secrets(text: str, separator: str, pattern, what: str) -> dict[str, st
             raise forms.ValidationError(f"Write each {what} as NAME{separator}value{shown}.")
         values[name] = value.strip()
     return values
+
+
+def show_config_without_secrets(form: forms.ModelForm, field: str, stored: dict) -> None:
+    """`form`'s JSON config `field` shown without the secrets `stored` holds (sealed ones),
+    its help naming them: they are kept unless given again, null clears one."""
+    form.initial[field] = runner_config.shown(stored)
+    if secrets := runner_config.secrets_set(stored):
+        form.fields[field].help_text = (
+            f"Secrets set (not shown; kept unless given again, null clears): "
+            f"{', '.join(secrets)}.")

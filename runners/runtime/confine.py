@@ -290,11 +290,9 @@ def _init(command: int) -> None:
     """Pid 1 of the sandbox: passes the stopping signals on to the command (the kernel ignores
     a signal to pid 1 that has no handler), reaps every orphan, ends with the command."""
     _forward_signals_to(command)
-    while True:
+    while True:  # (a signal handled meanwhile does not interrupt the wait: PEP 475)
         try:
             pid, status = os.wait()
-        except InterruptedError:
-            continue
         except ChildProcessError:
             os._exit(1)
         if pid == command:
@@ -331,13 +329,7 @@ def main(args: list[str]) -> None:
         if built:
             os.write(info_fd, json.dumps({"child-pid": child}).encode())
         os.close(info_fd)
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    _exit_like(status)
+    _exit_like(os.waitpid(child, 0)[1])
 
 
 if __name__ == "__main__":

@@ -57,12 +57,7 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the pipes are the command's: its end of them is what counts
     os.dup2(devnull, 1)
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
+    _, status = os.waitpid(child, 0)
     _end_group(child)
     os._exit(os.waitstatus_to_exitcode(status) % 256)
 
