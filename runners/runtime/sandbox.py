@@ -115,7 +115,7 @@ class Sandbox:
             return self._confine(binds, mount, closed, network=network, limits=limits)
         return [*self._bwrap_view(binds), "--unshare-all", *(["--share-net"] if network else []),
                 "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", mount,
-                "--", *self._inside_bwrap(closed, limits, always=True)]
+                "--", *self._inside_bwrap(closed, limits)]
 
     def _view(self, writable=(), readable=()) -> list[tuple[str, str, bool]]:
         """`(source, target, writable)` of each place a confined process sees; a source of ""
@@ -143,10 +143,10 @@ class Sandbox:
                 argv += ["--bind" if writable else "--ro-bind", source, target]
         return [*argv, "--remount-ro", "/"]
 
-    def _inside_bwrap(self, closed_ports, limits=None, always=False) -> list[str]:
+    def _inside_bwrap(self, closed_ports, limits=None) -> list[str]:
         """Inside bubblewrap: `confine.py` closing the ports (Landlock) and setting the limits
         before the command, where there are any."""
-        if not (closed_ports or limits or always):
+        if not (closed_ports or limits):
             return []
         plan = {"namespaces": False, "closed_ports": list(closed_ports), "limits": limits or {}}
         return [sys.executable, CONFINE, json.dumps(plan), "--"]
