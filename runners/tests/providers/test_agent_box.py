@@ -7,6 +7,8 @@ killed under a call fails that call only — the next run gets a fresh one."""
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -18,7 +20,7 @@ from runners.tests.conversation_fixtures import through_the_door
 from tests.fake_providers import Reply
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 def calls(*tools) -> Reply:
@@ -95,9 +97,12 @@ async def test_what_the_agent_runs_in_its_box_finds_nothing_of_the_host(
     assert int(seen["processes"]["stdout"]) <= 4
     assert any(refusal in seen["web port"]["stderr"]  # no network, or only a loopback of its own
                for refusal in ("Network is unreachable", "Connection refused"))
+    # The system's programs and libraries, and the Python installation wherever it is.
+    python_tops = {Path(prefix).resolve().parts[1]
+                   for prefix in (sys.prefix, sys.base_prefix, sys.executable)}
     assert set(seen["files"]["stdout"].split()) <= {
         "bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root", "sbin", "tmp",
-        "usr", "work", "workspace"}
+        "usr", "workspace"} | python_tops
 
 
 async def test_a_command_past_its_memory_is_cut_off_and_says_so(boxed_agent, user,
