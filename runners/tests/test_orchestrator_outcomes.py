@@ -12,9 +12,9 @@ from ledger.services import runs as ledger
 from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.runtime.host_process import host_process
-from tests.timing import scaled
+from tests.timing import scaled, well_before
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 def runner(name: str) -> str:
@@ -37,15 +37,16 @@ async def test_failing_runner_ends_failed_with_the_reason(qa_gateway):
     assert "runner.exception" in outcome["status_reason"]
 
 
-async def test_slow_runner_with_one_second_timeout_ends_timeout_within_two_seconds(qa_gateway):
+async def test_a_slow_runner_past_its_timeout_ends_timeout_without_being_waited_for(qa_gateway):
     started = time.monotonic()
-    outcome = await Orchestrator(qa_gateway).run_to_end(event(), binding("slow", timeout=1))
+    outcome = await Orchestrator(qa_gateway).run_to_end(event(), binding("slow", timeout=1,
+                                                                          sleep=30))
 
     assert outcome["status"] == "timeout"
-    assert time.monotonic() - started < scaled(2.0)
+    assert time.monotonic() - started < well_before(30)
 
 
-async def test_cancel_stops_a_silent_runner_within_one_second(qa_gateway):
+async def test_cancel_stops_a_silent_runner_without_waiting_for_it(qa_gateway):
     orchestrator, run_id = Orchestrator(qa_gateway), new_run_id()
     stream = orchestrator.run(event(), binding("slow", sleep=30), run_id=run_id)
     first = await anext(stream)  # the runner's one delta; then it sleeps
@@ -55,12 +56,12 @@ async def test_cancel_stops_a_silent_runner_within_one_second(qa_gateway):
     consume = asyncio.ensure_future(anext(stream, None))
     await asyncio.sleep(0.05)
     await orchestrator.cancel(run_id, "operator pressed cancel")
-    assert await asyncio.wait_for(consume, scaled(1.0)) is None
+    assert await asyncio.wait_for(consume, scaled(30)) is None
 
     run = await AgentRun.objects.aget(run_id=run_id)
     assert (run.status, run.status_reason) == ("cancelled", "operator pressed cancel")
     assert run.cancel_requested_at is not None
-    assert time.monotonic() - cancelled_at < scaled(1.0)
+    assert time.monotonic() - cancelled_at < well_before(30)
     plugin_dir = qa_gateway.plugins_dir / "e2e__agent-runner-qa"
     for _ in range(round(scaled(20))):  # the plugin notes the cancel it received
         if (plugin_dir / f"cancelled-{run_id}").exists():
@@ -83,7 +84,8 @@ async def test_what_the_host_records_for_a_run_counts_against_its_cap(qa_gateway
     assert run.status == "failed" and "run.output_limit" in run.status_reason
 
 
-async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_within_two_seconds(qa_gateway):
+async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_without_waiting_for_it(
+        qa_gateway):
     # What the admin's Cancel action does: it writes the flag and leaves the run loop alone.
     run_id = new_run_id()
     stream = Orchestrator(qa_gateway).run(event(), binding("slow", sleep=30), run_id=run_id)
@@ -92,11 +94,11 @@ async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_within_two_seco
 
     flagged_at = time.monotonic()
     await ledger.request_cancel(run_id, "cancelled in the admin")
-    assert await asyncio.wait_for(consume, scaled(3.0)) is None
+    assert await asyncio.wait_for(consume, scaled(30)) is None
 
     run = await AgentRun.objects.aget(run_id=run_id)
     assert (run.status, run.status_reason) == ("cancelled", "cancelled in the admin")
-    assert time.monotonic() - flagged_at < scaled(2.0)
+    assert time.monotonic() - flagged_at < well_before(30)
 
 
 async def test_cancels_flagged_in_the_ledger_stop_only_the_runs_they_name(qa_gateway):

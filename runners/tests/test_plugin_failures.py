@@ -15,17 +15,22 @@ from tests.timing import scaled
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 REASON = "e2e broken-plugin fails at import on purpose"
-TIMEOUT = scaled(10.0)
+
+
+def discovery_timeout() -> float:
+    """Long beside a discovery's few seconds: one that sits it out is told apart on any machine."""
+    return scaled(30.0)
 
 
 @pytest.fixture
 async def broken_next_to_echo(own_gateway):
     gateway = await own_gateway("e2e__agent-runner-qa", "e2e__broken-plugin")
     started = time.monotonic()
-    await gateway.discover(TIMEOUT)
+    gateway.first_discovery_timeout = discovery_timeout()
+    await gateway.discover(gateway.first_discovery_timeout)
     gateway.first_discovery_seconds = time.monotonic() - started
     return gateway
 
@@ -52,11 +57,13 @@ async def test_runtime_status_page_shows_the_broken_plugins_reason(
 
 
 async def test_discovery_does_not_sit_out_its_timeout_for_a_plugin_that_died(broken_next_to_echo):
+    timeout = discovery_timeout()
     started = time.monotonic()
-    await broken_next_to_echo.discover(TIMEOUT)
+    await broken_next_to_echo.discover(timeout)
 
-    assert broken_next_to_echo.first_discovery_seconds < TIMEOUT - 2
-    assert time.monotonic() - started < scaled(2)
+    first = broken_next_to_echo
+    assert first.first_discovery_seconds < first.first_discovery_timeout / 3
+    assert time.monotonic() - started < timeout / 3
 
 
 async def test_a_plugin_that_keeps_crashing_is_stopped_with_its_own_reason(own_gateway,
@@ -67,7 +74,7 @@ async def test_a_plugin_that_keeps_crashing_is_stopped_with_its_own_reason(own_g
 
     await until(lambda: "[plugin e2e__broken-plugin] stopped after 2 crashes in a row" in log)
     await asyncio.sleep(scaled(3))  # the SDK would have restarted it after 1-2 s
-    await gateway.discover(TIMEOUT)
+    await gateway.discover(discovery_timeout())
 
     broken = await PluginInstallation.objects.aget(author="e2e", name="broken-plugin")
     assert broken.status == "failed"
@@ -111,14 +118,15 @@ async def test_bad_plugin_folders_fail_alone_each_with_its_own_reason(own_gatewa
     gateway = await own_gateway("e2e__agent-runner-qa")
     expected = bad_plugins(gateway.plugins_dir)
     await gateway.stop()
+    timeout = discovery_timeout()
     started = time.monotonic()
     await gateway.start()
 
-    discovered = await gateway.discover(TIMEOUT)
+    discovered = await gateway.discover(timeout)
     seconds = time.monotonic() - started
 
     assert "plugin:e2e/agent-runner-qa/default" in [runner.pk for runner in discovered]
-    assert seconds < TIMEOUT, "discovery does not sit out its timeout for the hanging plugin"
+    assert seconds < timeout / 2, "discovery does not sit out its timeout for the hanging plugin"
     installations = {row.plugin_id: row async for row in PluginInstallation.objects.all()}
     assert installations["e2e/agent-runner-qa"].status == "initialized"
     for plugin_id, reason in expected.items():
@@ -135,7 +143,7 @@ async def test_bad_plugin_folders_fail_alone_each_with_its_own_reason(own_gatewa
 
 async def test_a_folder_added_broken_then_fixed_loads_without_restarting_langhost(own_gateway):
     gateway = await own_gateway("e2e__agent-runner-qa")
-    await gateway.discover(TIMEOUT)
+    await gateway.discover(discovery_timeout())
     folder = gateway.plugins_dir / "bad__fixable"
     shutil.copytree(FIXTURES / "e2e__agent-runner-qa", folder)
     good_manifest = (folder / "manifest.yaml").read_text().replace(

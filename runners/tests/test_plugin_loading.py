@@ -16,9 +16,9 @@ from runners.models import PluginInstallation, RunnerDescriptor, ToolDescriptor
 from runners.plugins import requirements
 from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import FIXTURE_PLUGINS, plugins_dir_with
-from tests.timing import scaled
+from tests.timing import scaled, well_before
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -84,10 +84,11 @@ def _plugin(listed: dict) -> str:
 
 async def test_discovery_does_not_wait_for_runners_a_plugin_does_not_have(gateway):
     # needs-pyjokes has a tool and no runner: it is loaded once the runtime lists it.
+    timeout = scaled(30)
     started = time.monotonic()
-    await gateway.discover(scaled(10))
+    await gateway.discover(timeout)
 
-    assert time.monotonic() - started < scaled(2)
+    assert time.monotonic() - started < well_before(timeout)
     assert (await installation("needs-pyjokes")).status == "initialized"
 
 

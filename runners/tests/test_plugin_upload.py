@@ -13,13 +13,13 @@ from asgiref.sync import sync_to_async
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.tests.test_plugin_failures import TIMEOUT, until
+from runners.tests.test_plugin_failures import discovery_timeout, until
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
 ECHO = FIXTURES / "e2e__agent-runner-qa"
 UPLOADED_RUNNER = "plugin:up/uploaded/default"
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 def package(folder: Path = ECHO, *, author="up", name="uploaded", top: str = "",
@@ -65,7 +65,7 @@ def folders_in(plugins_dir: Path) -> list[str]:
 async def test_a_package_uploaded_in_the_admin_runs_without_restarting_langhost(
         own_gateway, admin_browser, settings):
     gateway = await own_gateway("e2e__agent-runner-qa")
-    await gateway.discover(TIMEOUT)
+    await gateway.discover(discovery_timeout())
     settings.LANGHOST_PLUGINS_DIR = gateway.plugins_dir
 
     response = await sync_to_async(admin_browser.post)(

@@ -27,9 +27,6 @@ pytest.importorskip("channels_redis", reason="the processes talk through Redis: 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 ADMIN = {"email": "root@example.com", "password": "Cluster-Admin-Passw0rd"}
-# Short leases, so a killed process's runs are failed within seconds; long enough that a
-# loaded machine renews them in time.
-LEASE_SECONDS = scaled(10)
 
 
 def procfile() -> dict[str, str]:
@@ -99,9 +96,12 @@ class Cluster:
         self.servers = servers
         data_dir = tmp / "data"
         data_dir.mkdir()
+        # Short leases, so a killed process's runs are failed within seconds; long enough that
+        # a loaded machine renews them in time.
+        self.lease = scaled(10)
         self.env = langhost_env(
             data_dir, plugins_dir_with(tmp, "e2e__agent-runner-qa"), **servers.environ(),
-            **env_file(), LANGHOST_RUN_LEASE_SECONDS=str(LEASE_SECONDS),
+            **env_file(), LANGHOST_RUN_LEASE_SECONDS=str(self.lease),
             LANGHOST_ADMIN_EMAIL=ADMIN["email"], LANGHOST_ADMIN_PASSWORD=ADMIN["password"],
             # Webhooks go to the tests' receiver on 127.0.0.1, retried at once.
             LANGHOST_WEBHOOK_ALLOW_PRIVATE="1", LANGHOST_WEBHOOK_BACKOFF_SECONDS="0.2",

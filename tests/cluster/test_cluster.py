@@ -24,7 +24,7 @@ from runners.runtime.process import free_port
 from runners.runtime.worker import ChannelGateway
 from runners.tests.conftest import plugins_dir_with
 from runners.webhooks.tests.test_webhooks import Receiver
-from tests.cluster.conftest import ADMIN, DEPLOY, LEASE_SECONDS, alive, command_line
+from tests.cluster.conftest import ADMIN, DEPLOY, alive, command_line
 from tests.fake_providers import FakeProvider, Reply
 from tests.timing import scaled
 
@@ -167,7 +167,7 @@ def test_killing_a_runtime_worker_fails_its_runs_and_the_other_takes_new_ones(cl
     killed = time.monotonic()
     while len(failed := [row for row in map(lambda run: status_of(cluster, run[0]), streams)
                          if row[0] == "failed"]) < streaming[victim]:
-        assert time.monotonic() - killed < LEASE_SECONDS, "the killed worker's runs not failed"
+        assert time.monotonic() - killed < cluster.lease, "the killed worker's runs not failed"
         time.sleep(0.1)
 
     assert all("runtime worker" in reason and "went silent" in reason for _, reason in failed)
@@ -193,10 +193,10 @@ def test_killing_a_web_process_fails_its_runs_and_the_other_keeps_serving(cluste
     run_id, _ = start_streaming(cluster, cluster.web[1], "deltas:60:0.5")
 
     cluster.web[1].kill()
-    status, reason, elapsed = wait_for_end(cluster, run_id, LEASE_SECONDS + scaled(5))
+    status, reason, elapsed = wait_for_end(cluster, run_id, cluster.lease + scaled(5))
 
     assert status == "failed" and reason.startswith("host.gone:"), reason
-    assert elapsed < LEASE_SECONDS
+    assert elapsed < cluster.lease
     with cluster.client(cluster.web[0]) as client:
         answer = client.post("/api/v1/runs", json={"runner_id": ECHO, "input": {"text": "on"}})
     assert answer.json()["status"] == "completed"
@@ -230,7 +230,7 @@ def test_after_a_postgres_restart_mid_load_every_process_serves_again(cluster):
     assert all(worker.runs_served() > before
                for worker, before in zip(cluster.workers, served_before, strict=True))
     # Nothing stays `running`: what the outage interrupted was ended.
-    give_up = time.monotonic() + LEASE_SECONDS + scaled(5)
+    give_up = time.monotonic() + cluster.lease + scaled(5)
     while cluster.rows("SELECT count(*) FROM agent_run WHERE status = 'running'") != [(0,)]:
         assert time.monotonic() < give_up, "runs left running after the restart"
         time.sleep(0.2)

@@ -27,7 +27,6 @@ pytestmark = [
     pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server: `make servers`"),
 ]
 
-LEASE_SECONDS = scaled(3)
 SLOW_RUNNER = "plugin:e2e/agent-runner-qa/slow"
 
 
@@ -46,7 +45,7 @@ def shared(tmp_path_factory, redis_url) -> dict:
     tmp = tmp_path_factory.mktemp("worker-mode")
     return {"LANGHOST_DATA_DIR": str(fresh_data_dir(tmp / "data")),
             "LANGHOST_PLUGINS_DIR": str(plugins_dir_with(tmp, "e2e__agent-runner-qa")),
-            "REDIS_URL": redis_url, "LANGHOST_RUN_LEASE_SECONDS": str(LEASE_SECONDS)}
+            "REDIS_URL": redis_url, "LANGHOST_RUN_LEASE_SECONDS": str(scaled(3))}
 
 
 @pytest.fixture(scope="module")
@@ -90,13 +89,14 @@ def run_row(shared: dict, run_id: str) -> dict:
 
 
 def test_a_run_longer_than_the_lease_completes(web, shared):
+    lease = float(shared["LANGHOST_RUN_LEASE_SECONDS"])
     started = time.monotonic()
     response = web.post("/api/v1/runs", json={"runner_id": SLOW_RUNNER,
-                                              "input": {"text": f"deltas:5:{LEASE_SECONDS / 3}"}})
+                                              "input": {"text": f"deltas:5:{lease / 3}"}})
 
     assert response.status_code == 201, response.text
     outcome = response.json()
-    assert time.monotonic() - started > LEASE_SECONDS
+    assert time.monotonic() - started > lease
     assert outcome["status"] == "completed", outcome
     assert [m["type"] for m in outcome["messages"]].count("message.delta") == 5
     # Executed (and kept alive) by the web process, not by the runtime's owner.
@@ -114,7 +114,8 @@ def test_a_run_whose_web_process_is_killed_is_reaped_by_the_next_reaper_tick(web
     web.process.wait()
 
     # The web process was of this host: it is known gone, its lease need not run out first.
-    reaped_within = LEASE_SECONDS / 6 + scaled(1.5)  # a reaper's tick, slack
+    lease = float(shared["LANGHOST_RUN_LEASE_SECONDS"])
+    reaped_within = lease / 6 + scaled(1.5)  # a reaper's tick, slack
     while (row := run_row(shared, run_id))["status"] == "running":
         assert time.monotonic() - killed < reaped_within, "not reaped in time"
         time.sleep(0.1)

@@ -25,7 +25,9 @@ from runtime_helpers import (
 )
 
 from runners.runtime import LinkLost, LinkNotReady, RuntimeLink
-from tests.timing import scaled
+from tests.timing import scaled, well_before
+
+pytestmark = pytest.mark.processes
 
 HOST_SCRIPT = Path(__file__).with_name("host_process.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +102,7 @@ async def test_runtime_death_mid_run_raises_link_lost_promptly(link):
         started = time.monotonic()
         with pytest.raises(LinkLost, match="connection lost during run_runner"):
             await asyncio.wait_for(anext(stream), scaled(5))
-    assert time.monotonic() - started < scaled(1.0)
+    assert time.monotonic() - started < well_before(30)  # the slow runner's sleep
 
 
 @pytest.mark.asyncio

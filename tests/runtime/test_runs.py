@@ -9,10 +9,10 @@ import time
 import pytest
 from runtime_helpers import QA, collect, run_context, wait_until
 
-from tests.timing import scaled
+from tests.timing import well_before
 
 # One runtime for the whole module: these tests only run runners.
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.processes]
 
 ALL_PULL_APIS = {
     "state": True,
@@ -117,8 +117,8 @@ async def test_closing_the_stream_early_cancels_the_slow_run(link, shared_runtim
 
     started = time.monotonic()
     await stream.aclose()
-    await wait_until(marker.exists, 1.0, "the plugin's runner task to be cancelled")
-    assert time.monotonic() - started < scaled(1.0)
+    await wait_until(marker.exists, 10.0, "the plugin's runner task to be cancelled")
+    assert time.monotonic() - started < well_before(30)  # the slow runner's sleep
     # The plugin stays healthy for later runs.
     assert types(await collect(link, "default", run_context()))[-1] == "run.completed"
 
@@ -132,8 +132,8 @@ async def test_deadline_ends_the_slow_run_with_runner_timeout(link, shared_runti
     assert types(results) == ["message.delta", "run.failed"]
     assert results[1]["data"]["code"] == "runner.timeout"
     assert results[1]["data"]["retryable"] is True
-    assert 0.8 < elapsed < scaled(2.0)
-    await wait_until(marker.exists, 1.0, "the timed-out runner task to be cancelled")
+    assert 0.8 < elapsed < well_before(30)  # the slow runner's sleep
+    await wait_until(marker.exists, 10.0, "the timed-out runner task to be cancelled")
 
 
 async def test_api_caller_gets_host_answers_and_a_coded_refusal(link, shared_host):
