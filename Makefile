@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test browser servers sandbox bench bench-scale cluster
+.PHONY: run test test-fast install install-test browser servers sandbox bench bench-scale cluster
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -73,20 +73,30 @@ sandbox:
 run: install sandbox
 	$(PY) manage.py serve
 
-# The whole suite on SQLite (the cluster tests start their own PostgreSQL and Redis), then once
-# more on a private PostgreSQL. That pass leaves out what never reaches its database (the
-# cluster, end-to-end and browser tests run servers on databases of their own) and the tests
-# of processes, whose database is incidental (conftest.py's PROCESS_TESTS).
-# Both passes run whatever the first found; the target fails if either did.
+# The suite in tiers, each test in one (conftest.py watches that a test starting a process
+# says so):
+# - in-process (`make test-fast`, the edit loop): no mark;
+# - processes: `processes` (the runtime, plugins, commands, servers);
+# - end to end: `e2e`, `browser`, `cluster` (daphne, chromium, deploy/'s layout);
+# - PostgreSQL: `backend`, the tests whose behaviour depends on the database, once more on a
+#   private PostgreSQL.
+# `make test` runs every tier, as CI does: the first three together on SQLite, across the cores
+# (a database and data dir each; the slowest files first), then the fourth. It runs both and
+# fails if either did.
+IN_PROCESS := -m "not processes and not e2e and not browser and not cluster"
+XDIST := --numprocesses=auto --dist=loadfile
+
 test: install-test browser servers
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
 	status=0; \
-	$(PY) -m pytest --durations=15 || status=$$?; \
+	$(PY) -m pytest $(XDIST) --durations=10 || status=$$?; \
 	$(PY) -m langhost.local_servers -- env -u REDIS_URL \
-	  $(PY) -m pytest --durations=10 -m "not cluster and not e2e and not browser and not processes" \
-	  || status=$$?; \
+	  $(PY) -m pytest $(XDIST) --durations=10 -m backend || status=$$?; \
 	exit $$status
+
+test-fast: install-test
+	$(PY) -m pytest $(XDIST) $(IN_PROCESS)
 
 # deploy/'s layout on this machine: private PostgreSQL and Redis, then deploy/Procfile's two web
 # processes (ports 8000, 8001) and two runtime workers (health on 8100, 8101). Ctrl-C stops all.

@@ -2,13 +2,16 @@
 factories for projects and agents."""
 
 import itertools
+import sys
 
 import pytest
 from asgiref.sync import SyncToAsync
+from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db import connections
 from rest_framework.test import APIClient
 
+from runners.runtime.sandbox import confinement
 from tests.timing import time_factor
 
 PASSWORD = "Sturdy-Passw0rd-42"
@@ -214,32 +217,85 @@ def agent(make_agent, project, agent_type):
     return make_agent(project, agent_type, name="Ada")
 
 
-# Tests of processes — the runtime and its links, plugins starting, crashing and stopping,
-# commands, the data dir, model providers: the database they touch is incidental, so the
-# PostgreSQL pass of `make test` leaves them out (`-m "not processes"`) and they run once,
-# on SQLite.
-PROCESS_TESTS = (
-    "tests/runtime/", "runners/tests/tools/test_mcp_sessions.py",
-    # model providers (a scripted server on 127.0.0.1): their ledger writes are plain inserts
-    "runners/tests/providers/",
-    "runners/tests/test_process_hygiene.py", "runners/tests/test_plugin_failures.py",
-    "runners/tests/test_plugin_loading.py", "runners/tests/test_plugin_environment.py",
-    "runners/tests/test_plugin_upload.py",
-    "runners/tests/test_runners_command.py", "runners/tests/test_run_agent_command.py",
-    "runners/tests/test_runtime_loss.py", "runners/tests/test_runtime_recovery.py",
-    "runners/tests/test_last_frame.py", "tests/test_data_dir.py",
-    "runners/evals/tests/test_eval_agent.py",
-)
+# A test that starts a process (the runtime, daphne, a command, an MCP server, a browser) says
+# so on its file: `pytestmark = pytest.mark.processes` (or e2e, browser, cluster). The in-process
+# tier (`make test-fast`) runs only the others; a test that starts a process unmarked fails,
+# naming it, so the tier stays in-process as tests are added.
+PROCESS_MARKS = ("processes", "e2e", "browser", "cluster")
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty"})
 
 
+class _ProcessWatch:
+    """The test now running, and what it started (a Python audit hook sees every start)."""
+
+    item: pytest.Item | None = None
+    started: list[str] = []
+
+    @classmethod
+    def audit(cls, event: str, args: tuple) -> None:
+        if event in PROCESS_EVENTS and cls.item is not None:
+            argv = args[1] if event == "subprocess.Popen" else args[1:2]
+            cls.started.append(f"{event}: {' '.join(map(str, argv or args[:1]))[:300]}")
+
+
+sys.addaudithook(_ProcessWatch.audit)
+
+
+def pytest_sessionstart(session):
+    """The sandbox is probed once a process (`python -c pass` confined, runners/runtime/
+    sandbox.py), by whatever asks first; here, before any test, so that no in-process test that
+    renders the confinement banner is taken for one that starts processes."""
+    confinement(settings.LANGHOST_PLUGIN_SANDBOX)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    unmarked = not any(item.get_closest_marker(mark) for mark in PROCESS_MARKS)
+    _ProcessWatch.item, _ProcessWatch.started = (item if unmarked else None), []
+    try:
+        return (yield)
+    finally:
+        _ProcessWatch.item = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if _ProcessWatch.item is item and _ProcessWatch.started and report.passed:
+        started, _ProcessWatch.started = _ProcessWatch.started, []
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} started a process without a mark saying so; add "
+            f"`pytestmark = pytest.mark.processes` to its file (conftest.py):\n  "
+            + "\n  ".join(started))
+    return report
+
+
+SLOW_SECONDS = 20
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.nodeid.startswith(PROCESS_TESTS):
-            item.add_marker(pytest.mark.processes)
+    """The files holding a `slow` test go first: spread across the cores (`--dist=loadfile`),
+    they start while the many short files still fill the other cores, not last and alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+_unmarked_slow: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if (report.when == "call" and report.duration > SLOW_SECONDS * time_factor()
+            and "slow" not in report.keywords):
+        _unmarked_slow.append(f"{report.nodeid} ({report.duration:.0f} s)")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """A failed run says how its waits were scaled, and how to scale them."""
+    """A failed run says how its waits were scaled, and how to scale them; a test past
+    `SLOW_SECONDS` with no `slow` mark saying why is named."""
+    for nodeid in _unmarked_slow:
+        terminalreporter.write_line(f"slow with no `slow` mark saying why: {nodeid}", yellow=True)
     if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error"):
         terminalreporter.write_line(
             f"Tests wait up to {time_factor():.1f}x their limits here (tests/timing.py). On a "

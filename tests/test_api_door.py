@@ -32,6 +32,8 @@ from runners.knowledge.models import KnowledgeBase
 from runners.models import LLMModel, ModelProvider
 from runners.tests.conversation_fixtures import conversations_url, read_body
 
+pytestmark = pytest.mark.backend
+
 PUBLIC_OPERATIONS = {
     ("POST", "/api/v1/auth/register"),
     ("POST", "/api/v1/auth/login"),

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from langhost import data_dir
+
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from ledger.services import conversations
 from runners.tests.test_runs_api import start
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 async def socket_for(path: str, who) -> WebsocketCommunicator:

@@ -1,3 +1,8 @@
+import pytest
+
+pytestmark = pytest.mark.backend
+
+
 URL = "/api/v1/projects"
 
 

@@ -1,3 +1,8 @@
+import pytest
+
+pytestmark = pytest.mark.backend
+
+
 def members_url(project):
     return f"/api/v1/projects/{project.pk}/members"
 

@@ -109,6 +109,7 @@ async def until_closed(socket) -> list[dict]:
     return outputs
 
 
+@pytest.mark.processes  # langhost.asgi.application starts this process's runtime
 @pytest.mark.parametrize("revoked_by", ["deactivation", "sign-out"])
 async def test_an_open_conversation_socket_answers_no_more_once_its_user_is_revoked(
         conversation, user, anon_client, revoked_by):
@@ -131,6 +132,7 @@ async def test_an_open_conversation_socket_answers_no_more_once_its_user_is_revo
     assert not any("echo: after" in output.get("text", "") for output in outputs)
 
 
+@pytest.mark.processes  # langhost.asgi.application starts this process's runtime
 async def test_a_socket_opened_with_the_admin_session_answers_no_more_once_it_signs_out(
         agent, superuser):
     conversation = await sync_to_async(conversations.create)(

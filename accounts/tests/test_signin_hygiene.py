@@ -119,6 +119,7 @@ def test_logout_revokes_the_refresh_token(anon_client, user, password):
     assert again.status_code == 401 and "blacklisted" in again.json()["detail"]
 
 
+@pytest.mark.processes  # `manage.py check --deploy`, as an operator runs it
 def test_production_settings_pass_the_deploy_check(tmp_path):
     env = langhost_env(tmp_path / "data", tmp_path / "plugins", LANGHOST_SECURE="1")
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from ledger.models import AgentRun
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 CHANGELIST = reverse("admin:ledger_agentrun_changelist")
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from ledger.admin import LargeTablePaginator
 from ledger.models import AgentRun
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 
 def seed_runs(count: int, status="completed") -> None:

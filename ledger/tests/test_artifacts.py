@@ -12,7 +12,7 @@ from ledger.services.artifacts import (
     ArtifactTooLarge,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 SESSION = ("project-1", "user-1", "conv-1")
 OTHER_SESSION = ("project-1", "user-1", "conv-2")

@@ -13,7 +13,7 @@ from ledger.services.artifacts import artifacts
 from ledger.services.conversations import ConversationExists
 from ledger.state_keys import StateIdentity
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 IDENTITY = StateIdentity(runner_id="builtin:echo", binding_identity="agent:a1")
 

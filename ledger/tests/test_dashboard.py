@@ -16,7 +16,7 @@ from ledger.selectors.dashboard import percentile
 from ledger.services import model_calls, rollups
 from ledger.services import runs as ledger
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 NOW = datetime(2026, 3, 10, 12, 30, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from django.test import Client
 from ledger.models import AgentRun, ModelCall
 from ledger.services.model_calls import record_model_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 
 def make_run(status="completed"):

@@ -9,7 +9,7 @@ from ledger.models import ModelCall
 from ledger.selectors.model_calls import usage_for_agent, usage_for_run
 from ledger.services.model_calls import record_model_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 record = async_to_sync(record_model_call)
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
 from runners.conversations import selectors
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 
 def plan(queryset) -> str:

@@ -5,7 +5,7 @@ import pytest
 from ledger.models import AgentRun, EventLog
 from ledger.selectors import runs as readers
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 
 def test_event_pages_walk_back_from_the_newest_and_keep_the_type_filter():

@@ -13,7 +13,7 @@ from ledger.models import AgentRun
 from ledger.owners import HOST, new_owner_id, owner_is_gone
 from ledger.services.runs import reap_stale_runs_sync, request_cancel_sync
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 
 def running(run_id: str, lease_in_seconds: int, owner: str = "other-host:1:2:x") -> AgentRun:
@@ -51,6 +51,7 @@ def test_reap_runs_leaves_runs_with_a_live_lease_alone():
     assert AgentRun.objects.get(run_id="alive").status == "running"
 
 
+@pytest.mark.processes  # a process that has ended, for its pid
 def test_runs_of_a_process_of_this_host_that_is_gone_fail_at_once(dead_owner):
     running("orphan", 60, dead_owner)
     running("mine", 60, new_owner_id())
@@ -69,6 +70,7 @@ def test_a_pid_given_to_another_process_does_not_pass_for_the_owner():
     assert not owner_is_gone(f"another-host:{pid}:{int(start) + 1}:{tag}")  # its lease decides
 
 
+@pytest.mark.processes  # a process that has ended, for its pid
 def test_cancelling_a_run_whose_owner_is_gone_ends_it(dead_owner):
     running("orphan", 60, dead_owner)
     running("elsewhere", 60)

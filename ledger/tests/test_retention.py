@@ -19,7 +19,7 @@ from ledger.services import conversations, runs
 from ledger.services.artifacts import artifacts
 from ledger.services.model_calls import record_model_call
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 PAYLOAD = "x" * 2000  # enough per event that removing them frees pages
 

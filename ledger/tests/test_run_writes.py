@@ -12,7 +12,7 @@ from ledger.services import runs as services
 from ledger.services.state import StateWrite
 from ledger.sql import insert_rows, update_rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 start_run = async_to_sync(services.start_run)
 record_results = async_to_sync(services.record_results)

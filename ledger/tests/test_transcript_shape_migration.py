@@ -5,7 +5,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 BEFORE = [("ledger", "0005_model_calls")]
 AFTER = [("ledger", "0006_transcript_content_in_langbots_shape")]

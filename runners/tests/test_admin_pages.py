@@ -137,6 +137,7 @@ def test_pages_need_a_staff_sign_in(user):
         assert signed_in(user).get(path).status_code == 302  # not staff
 
 
+@pytest.mark.processes  # langhost.asgi.application starts this process's runtime
 async def test_the_asgi_app_serves_the_shipped_static_files():
     from langhost.asgi import application
 

@@ -1,12 +1,15 @@
 import io
 from decimal import Decimal
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
 
 from ledger.models import AgentRun, AgentTotals, ModelCall
 from ledger.services import runs
 from ledger.services.model_calls import record_model_call
+
+pytestmark = pytest.mark.backend
 
 KEYS = {
     "total_instances",

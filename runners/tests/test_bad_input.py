@@ -24,6 +24,7 @@ def assert_json_4xx(response, status: int, names: str | None = None) -> dict:
     return body
 
 
+@pytest.mark.processes  # a refresh starts the runtime
 @pytest.mark.django_db(transaction=True)  # the runtime's discovery writes from its own thread
 def test_runner_refresh_answers_without_a_server_error(superuser_client):
     response = superuser_client.post("/api/v1/runners/refresh")

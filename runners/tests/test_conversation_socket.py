@@ -13,7 +13,7 @@ from ledger.services import conversations
 from runners.ws.consumers import origin_of
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
     reply_results,
 )
 
+pytestmark = pytest.mark.backend
+
 
 def open_conversation(client, agent, **body):
     response = client.post(conversations_url(agent), body, format="json")

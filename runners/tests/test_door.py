@@ -117,6 +117,7 @@ def test_a_member_cannot_run_in_someone_elses_conversation(user_client, member_c
     assert footprint() == before
 
 
+@pytest.mark.processes  # langhost.asgi.application starts this process's runtime
 async def test_a_member_cannot_open_someone_elses_conversation_socket(
         user_client, member, agent):
     conversation = await sync_to_async(open_conversation)(user_client, agent,
@@ -145,6 +146,7 @@ def test_a_member_sees_only_their_own_runs(user_client, member_client, agent, me
     assert member_client.post(f"/api/v1/runs/{alices['run_id']}/cancel").status_code == 404
 
 
+@pytest.mark.processes  # langhost.asgi.application starts this process's runtime
 async def test_a_member_cannot_watch_someone_elses_run(user_client, member, agent):
     _, alices = await sync_to_async(start_run)(
         user_client, {"agent_id": str(agent.pk), "input": {"text": "a"}})
@@ -176,6 +178,7 @@ def test_a_stopped_agent_is_refused_through_every_door(user_client, agent, actio
     assert footprint() == before
 
 
+@pytest.mark.processes  # langhost.asgi.application starts this process's runtime
 async def test_a_paused_agent_is_refused_over_the_conversation_socket(user_client, user, agent):
     conversation = await sync_to_async(open_conversation)(user_client, agent)
     await sync_to_async(lambda: AgentInstance.objects.get(pk=agent.pk).transition("pause"))()

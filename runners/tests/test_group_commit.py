@@ -11,7 +11,7 @@ from ledger.services import runs as ledger
 from runners.execution.journal import GroupCommit
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.backend, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 async def start(run_id: str) -> None:

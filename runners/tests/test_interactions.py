@@ -19,7 +19,7 @@ from runners.models import AgentInstance, AgentType
 from runners.tests.conversation_fixtures import through_the_door
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 CONFIRM = "plugin:e2e/agent-runner-qa/confirm"
 

@@ -13,7 +13,7 @@ from runners.execution.orchestrator import Orchestrator, new_run_id
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.backend, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 ECHO = "plugin:e2e/agent-runner-qa/default"
 SLOW = "plugin:e2e/agent-runner-qa/slow"

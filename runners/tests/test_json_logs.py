@@ -10,7 +10,7 @@ from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.observability.logs import JsonLines, RunContext
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 class Lines(logging.Handler):

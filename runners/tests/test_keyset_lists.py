@@ -9,6 +9,8 @@ import pytest
 from ledger.models import AgentRun, AgentRunEvent, Conversation, ModelCall, Transcript
 from runners.tests.conversation_fixtures import conversations_url  # noqa: F401
 
+pytestmark = pytest.mark.backend
+
 
 def walk(client, url: str, id_of) -> list:
     """The ids of every row of every page from `url` on, following `next`."""

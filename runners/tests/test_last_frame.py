@@ -17,6 +17,8 @@ from runners.runtime.process import free_port
 from runners.tests.langhost_process import fresh_data_dir, start_serve, wait_until_serving
 from tests.timing import scaled
 
+pytestmark = pytest.mark.processes
+
 # Longer than autobahn's own close-handshake timeout (1 s), after which it would drop it.
 SLOW_READER_SECONDS = 3
 # The longest input text: its events are more than a small receive buffer and the server's

@@ -16,7 +16,7 @@ from runners.runtime import liveness
 from runners.runtime.host_process import HostProcess
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.backend, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 async def running(run_id: str, owner: str, lease_in_seconds: float) -> AgentRun:

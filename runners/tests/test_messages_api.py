@@ -21,6 +21,8 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
 )
 from tests.timing import scaled
 
+pytestmark = pytest.mark.backend
+
 PLACEHOLDER = "Uploaded file: {}. It has been saved to the artifacts"
 
 

@@ -23,7 +23,7 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
 )
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 RUNNER = "builtin:test-turns"
 

@@ -6,7 +6,7 @@ from django.db import connection
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 ECHO = "plugin:e2e/agent-runner-qa/default"
 

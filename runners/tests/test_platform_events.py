@@ -16,7 +16,7 @@ from runners.tests.conversation_fixtures import (  # noqa: F401
 )
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 JOINED = {"type": "group.member_joined", "data": {"member": "ada", "group": "g-1"}}
 

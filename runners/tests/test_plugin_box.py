@@ -17,7 +17,7 @@ from runners.conversations.input import Part
 from runners.models import AgentInstance, AgentType
 from runners.tests.conversation_fixtures import through_the_door
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 BOX_USER = "plugin:e2e/agent-runner-llm/box-user"
 NOTES = b"Tide at 7:15.\nFerry at 9:40.\n"

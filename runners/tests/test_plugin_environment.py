@@ -16,7 +16,7 @@ from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 SECRETS = {
     "DJANGO_SECRET_KEY": "canary-secret-key-5b1e",

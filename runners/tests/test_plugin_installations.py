@@ -11,7 +11,7 @@ from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.hostapi.host import DjangoHost
 from runners.models import PluginInstallation, RunnerDescriptor
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 ECHO = "plugin:e2e/agent-runner-qa/default"
 CHANGELIST = "/admin/runners/plugininstallation/"

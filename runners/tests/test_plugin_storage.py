@@ -9,7 +9,7 @@ from runners.execution.orchestrator import Orchestrator
 from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import PluginStorage
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 OWNER = "e2e/agent-runner-qa"
 

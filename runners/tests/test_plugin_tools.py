@@ -16,7 +16,7 @@ from runners.runtime.link import RuntimeLinkError, ToolNotFound
 from runners.tests.conftest import serve_as_process_gateway
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 REVERSE = "plugin:e2e/tools-demo/reverse"
 WORD_COUNT = "plugin:e2e/tools-demo/word_count"

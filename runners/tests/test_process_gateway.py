@@ -58,6 +58,7 @@ async def _current_gateway():
 
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.processes  # the QA plugin's runtime
 async def test_a_run_on_another_loop_streams_through_the_gateways_own(qa_gateway):
     bound = LoopBoundGateway(qa_gateway, asyncio.get_running_loop())
     event = AgentEventEnvelope(conversation_id="loop-bound", input={"text": "across"})
@@ -71,6 +72,7 @@ async def test_a_run_on_another_loop_streams_through_the_gateways_own(qa_gateway
 
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.processes  # the QA plugin's runtime
 async def test_a_run_stopped_on_another_loop_cancels_the_runner(qa_gateway):
     bound, run_id = LoopBoundGateway(qa_gateway, asyncio.get_running_loop()), new_run_id()
     event = AgentEventEnvelope(input={"text": "sleep"})

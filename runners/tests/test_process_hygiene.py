@@ -23,6 +23,8 @@ from runners.tests.tools.conftest import SERVER
 from tests.runtime.runtime_helpers import alive
 from tests.timing import scaled
 
+pytestmark = pytest.mark.processes
+
 
 def test_sigkilled_manage_py_runtime_leaves_no_runtime_or_plugin_process(tmp_path):
     env = langhost_env(fresh_data_dir(tmp_path / "data"),

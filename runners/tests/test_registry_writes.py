@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from runners.execution import registry
 from runners.models import RunnerDescriptor
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 
 
 def writes(queries) -> list[str]:

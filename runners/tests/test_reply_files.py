@@ -13,7 +13,7 @@ from runners.execution.reply_files import _decoded
 from runners.models import AgentInstance, AgentType
 from runners.tests.conversation_fixtures import read_body
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 FILE_MAKER = "plugin:e2e/agent-runner-llm/file-maker"
 

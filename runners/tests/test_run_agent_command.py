@@ -2,8 +2,12 @@
 
 import re
 
+import pytest
+
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import fresh_data_dir, langhost_env, manage
+
+pytestmark = pytest.mark.processes
 
 ECHO = "plugin:e2e/agent-runner-qa/default"
 

@@ -18,7 +18,7 @@ from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.ws.consumers import RunStreamConsumer
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 SLOW = "plugin:e2e/agent-runner-qa/slow"
 

@@ -14,6 +14,8 @@ from runners.tests.langhost_process import fresh_data_dir, langhost_env, popen_m
 from tests.runtime.runtime_helpers import TOKEN, ExternalRuntime, make_runtime_dir
 from tests.timing import scaled
 
+pytestmark = pytest.mark.processes
+
 ECHO_AVAILABLE = re.compile(r"^plugin:e2e/agent-runner-qa/default\s+yes\s+plugin\s", re.M)
 
 

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 
 from ledger.models import AgentRun, RunGrants
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 
 def body(response) -> bytes:

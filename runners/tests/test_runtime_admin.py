@@ -9,7 +9,7 @@ from django.urls import reverse
 from runners.models import PluginInstallation
 from runners.tests.conftest import serve_as_process_gateway
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -10,7 +10,7 @@ import pytest
 from runners.tests.langhost_process import descendants
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 def listening(pids: set[int]) -> list[tuple[str, int]]:

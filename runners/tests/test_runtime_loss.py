@@ -15,7 +15,7 @@ from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 async def test_runtime_killed_mid_run_fails_the_run(tmp_path):

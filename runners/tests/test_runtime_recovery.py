@@ -12,7 +12,7 @@ from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 ECHO = "plugin:e2e/agent-runner-qa/default"
 

@@ -19,7 +19,7 @@ from runners.runtime.errors import RuntimeLinkError, ToolNotFound
 from runners.runtime.worker import ChannelGateway, RuntimeWorkerConsumer, serve
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.e2e.conftest import ROOT, start_daphne, stop_daphne
 from tests.timing import scaled
+
+pytestmark = pytest.mark.e2e
 
 EMAIL, PASSWORD = "admin@example.com", "a long passphrase"
 ECHO = "plugin:langhost/examples/echo"

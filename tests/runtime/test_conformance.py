@@ -17,6 +17,8 @@ from memory_host import MemoryHost
 from runners.runtime import Identity, plugin_installation_uuid
 from runners.runtime.actions import HostHandler
 
+pytestmark = pytest.mark.processes
+
 
 def test_sdk_is_the_pinned_version():
     # The wire protocol is internal to the SDK; a new version needs the whole suite re-run.

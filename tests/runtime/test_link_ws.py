@@ -18,6 +18,8 @@ from runtime_helpers import (
 from runners.runtime import RuntimeLink
 from tests.timing import scaled
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def external_runtime(tmp_path):

@@ -9,6 +9,8 @@ from runtime_helpers import QA, collect, run_context, wait_for_runner
 from runners.runtime import RuntimeLink
 from tests.timing import scaled
 
+pytestmark = pytest.mark.processes
+
 
 def settings_requests(host: MemoryHost) -> int:
     return sum(1 for action, _ in host.calls if action == "get_plugin_settings")

@@ -13,6 +13,8 @@ from runners.tests.langhost_process import fresh_data_dir, langhost_env, manage
 from runners.tests.tools.conftest import SERVER
 from tests.fake_providers import FakeProvider, Reply
 
+pytestmark = pytest.mark.processes
+
 EVALSET = """
 name: calculator basics
 judge_model: gpt-eval

@@ -17,7 +17,7 @@ from runners.knowledge.tests.conftest import pdf_with
 from runners.models import LLMModel
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
 from runners.models import AgentInstance, AgentType, Binding, LLMModel
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 READER = "plugin:e2e/agent-runner-llm/kb-reader"
 

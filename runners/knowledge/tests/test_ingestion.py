@@ -13,7 +13,7 @@ from runners.knowledge import services
 from runners.knowledge.models import Chunk, KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 HANDBOOK = """# Harbour handbook
 

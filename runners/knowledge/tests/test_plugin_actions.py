@@ -20,7 +20,7 @@ from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import FIXTURE_PLUGINS, serve_as_process_gateway
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 PLUGIN = "e2e__agent-runner-llm"
 NOTES = [("n1", [1, 0, 0, 0], "Anchoring is forbidden in the marina.", {"file_id": "f1"}),

@@ -15,7 +15,7 @@ from runners.models import LLMModel, ModelProvider
 from runners.providers import load_calls
 from runners.runtime.process import free_port
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 # One passage per chunk (chunk size 8 words): the fake embeds a bag of words hashed into 64
 # dimensions, so a rare word's bucket may collide; the keyword index sees the word itself.

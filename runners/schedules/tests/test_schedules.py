@@ -14,7 +14,7 @@ from runners.schedules import services
 from runners.schedules.models import Schedule
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.backend]
 
 
 def schedules_url(project) -> str:

@@ -19,7 +19,7 @@ from runners.skills.models import Skill
 from runners.tests.conversation_fixtures import through_the_door
 from tests.fake_providers import Reply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 INSTRUCTIONS = "When asked about tides, read tides.csv and answer in UTC."
 

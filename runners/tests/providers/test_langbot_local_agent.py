@@ -16,7 +16,7 @@ from runners.models import AgentInstance
 from runners.tests.conversation_fixtures import read_body
 from tests.fake_providers import Reply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 LOCAL_AGENT = "plugin:e2e/agent-runner-llm/local-agent"
 PERSONA = "You are Ada. Answer in one line."

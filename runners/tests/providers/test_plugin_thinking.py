@@ -18,7 +18,7 @@ from runners.plugins.gateway import LocalGateway
 from runners.tests.conftest import plugins_dir_with
 from tests.fake_providers import Reply
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 
 SHIPPED_PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
 CALLER = "e2e/agent-runner-llm"

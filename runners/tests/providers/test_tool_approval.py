@@ -16,7 +16,7 @@ from runners.tests.tools.conftest import SERVER, close_process_sessions  # noqa:
 from tests.fake_providers import Reply
 from tests.timing import scaled
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 ADD = Reply(text="", tool_calls=[{"id": "call-add", "name": "add",
                                   "arguments": '{"a": 2, "b": 3}'}])

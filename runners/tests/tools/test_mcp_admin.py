@@ -10,7 +10,7 @@ from runners.models import McpServer
 from runners.tests.tools.conftest import SECRET, SERVER
 from runners.tools import mcp_servers
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
 ADD = reverse("admin:runners_mcpserver_add")
 CHANGELIST = reverse("admin:runners_mcpserver_changelist")

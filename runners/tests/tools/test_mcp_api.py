@@ -100,6 +100,7 @@ def test_writing_env_replaces_it_and_empty_removes_it(superuser_client):
     assert McpServer.objects.get(pk=server["id"]).env_encrypted == ""
 
 
+@pytest.mark.processes  # the stdio MCP server
 def test_refresh_lists_the_tools_and_keeps_them(superuser_client):
     server = create(superuser_client, env={"GREETING": SECRET})
 
@@ -114,6 +115,7 @@ def test_refresh_lists_the_tools_and_keeps_them(superuser_client):
     assert stored["last_error"] == ""
 
 
+@pytest.mark.processes  # the MCP server over HTTP
 def test_refresh_over_http(superuser_client, http_url):
     server = superuser_client.post(URL, {"name": "remote", "transport": "streamable-http",
                                          "url": http_url,

@@ -24,6 +24,8 @@ from runners.tools.errors import ToolError
 from runners.tools.mcp import McpSessions, ServerSpec
 from tests.timing import scaled
 
+pytestmark = pytest.mark.processes
+
 
 @pytest_asyncio.fixture
 async def registry():
