@@ -16,7 +16,8 @@ import httpx
 from tests.timing import scaled
 
 REPO = Path(__file__).resolve().parents[2]
-_migrated: Path | None = None
+# Migrated databases to copy, made once per test process: by admin account (none: `()`).
+_templates: dict[tuple, Path] = {}
 
 # Settings a developer's shell may carry that would point the child elsewhere.
 _FOREIGN = ("LANGHOST_RUNTIME_URL", "LANGHOST_RUNTIME_TOKEN", "LANGHOST_RUNTIME_WORKER",
@@ -39,17 +40,26 @@ def popen_manage(*args: str, env: dict[str, str]) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
 
 
-def fresh_data_dir(path: Path) -> Path:
-    """A new data dir holding only a migrated database (migrated once per test process)."""
-    global _migrated
-    if _migrated is None:
+def fresh_data_dir(path: Path, admin: dict[str, str] | None = None) -> Path:
+    """A new data dir holding only a migrated database, with `admin`'s account if given (a
+    copy: each template is migrated once per test process)."""
+    key = tuple(sorted(admin.items())) if admin else ()
+    if key not in _templates:
         template = Path(tempfile.mkdtemp(prefix="langhost-migrated-"))
         atexit.register(shutil.rmtree, template, ignore_errors=True)
-        done = manage("migrate", "--no-input", "-v0", env=langhost_env(template, template / "p"))
+        script = "from django.core.management import call_command; " \
+                 "call_command('migrate', interactive=False, verbosity=0)"
+        accounts = {}
+        if admin:
+            script += "; call_command('ensure_admin')"
+            accounts = {"LANGHOST_ADMIN_EMAIL": admin["email"],
+                        "LANGHOST_ADMIN_PASSWORD": admin["password"]}
+        done = manage("shell", "-c", script, timeout=120,
+                      env=langhost_env(template, template / "p", **accounts))
         assert done.returncode == 0, done.stderr
-        _migrated = template
-    path.mkdir(parents=True)
-    shutil.copy2(_migrated / "langhost.sqlite3", path / "langhost.sqlite3")
+        _templates[key] = template
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(_templates[key] / "langhost.sqlite3", path / "langhost.sqlite3")
     return path
 
 

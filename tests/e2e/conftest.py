@@ -1,7 +1,7 @@
 """Real daphne processes for end-to-end tests.
 
-`start_daphne(env_overrides)` prepares a fresh data dir (migrate + ensure_admin in a
-subprocess), starts daphne on a free port and waits until `/admin/login/` answers;
+`start_daphne(env_overrides)` prepares a fresh data dir (a copy of a database migrated once,
+with the admin; on PostgreSQL, migrate + ensure_admin in a subprocess), starts daphne on a free port and waits until `/admin/login/` answers;
 `stop_daphne(process)` ends it. The session-scoped `daphne_server` fixture wraps both;
 override the `daphne_env` fixture (or call `start_daphne` yourself) for other settings.
 """
@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from runners.runtime.process import free_port
+from runners.tests.langhost_process import fresh_data_dir
 from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +27,6 @@ _VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = _VENV_PYTHON if _VENV_PYTHON.exists() else Path(sys.executable)
 ADMIN_EMAIL = "root@example.com"
 ADMIN_PASSWORD = "E2e-Admin-Passw0rd"
-STARTUP_TIMEOUT = scaled(20.0)
 
 
 def daphne_environ(env_overrides: dict | None = None) -> dict:
@@ -96,7 +96,11 @@ def start_daphne(env_overrides: dict | None = None, migrate: bool = True):
     env = daphne_environ(env_overrides)
     data_dir = Path(env["LANGHOST_DATA_DIR"])
     data_dir.mkdir(parents=True, exist_ok=True)
-    if migrate:
+    if migrate and "DATABASE_URL" not in env and not (data_dir / "langhost.sqlite3").exists():
+        admin = {"email": env["LANGHOST_ADMIN_EMAIL"],
+                 "password": env["LANGHOST_ADMIN_PASSWORD"]} if "LANGHOST_ADMIN_EMAIL" in env else None
+        fresh_data_dir(data_dir, admin)
+    elif migrate:
         prepare_database(env)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -110,7 +114,8 @@ def start_daphne(env_overrides: dict | None = None, migrate: bool = True):
     log.close()
     process.data_dir = data_dir
     process.log_path = log_path
-    deadline = time.monotonic() + STARTUP_TIMEOUT
+    startup_timeout = scaled(20.0)
+    deadline = time.monotonic() + startup_timeout
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"daphne exited with {process.returncode}:\n{log_path.read_text()}")
@@ -122,7 +127,7 @@ def start_daphne(env_overrides: dict | None = None, migrate: bool = True):
         if time.monotonic() > deadline:
             stop_daphne(process)
             raise RuntimeError(
-                f"daphne did not answer /admin/login/ within {STARTUP_TIMEOUT}s:\n"
+                f"daphne did not answer /admin/login/ within {startup_timeout:.0f}s:\n"
                 f"{log_path.read_text()}"
             )
         time.sleep(0.1)
