@@ -1,14 +1,20 @@
 """The whole API, fuzzed from its own OpenAPI schema by schemathesis against a live server
-(`manage.py serve`, real daphne): no server error, no response outside the schema.
+(`manage.py serve`, real daphne): every operation reached signed in, no server error, no
+response outside the schema.
 
-Every check runs but the two that compare request validation with the schema
-(`positive_data_acceptance`, `negative_data_rejection`): the API refuses more than its schema
-can say (a slug already taken, a foreign id that does not exist), and those refusals are 4xx
-by design. The example budget and seed are fixed, so a run is repeatable and fits CI's time.
+Every generated request carries a valid token (`schemathesis_hooks.py`: `auth/logout`, which
+revokes the token it is sent with, signs in afresh each time), and a 401 outside the
+operations that take credentials fails the run. Every check runs but the two that compare
+request validation with the schema (`positive_data_acceptance`, `negative_data_rejection`): the
+API refuses more than its schema can say (a slug already taken, a foreign id that does not
+exist), and those refusals are 4xx by design. The example budget and seed are fixed, so a run
+is repeatable and fits CI's time.
 """
 
+import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import httpx
@@ -16,26 +22,31 @@ import pytest
 
 from runners.runtime.process import free_port
 from runners.tests.conftest import plugins_dir_with
-from runners.tests.langhost_process import fresh_data_dir, start_serve, wait_until_serving
+from runners.tests.langhost_process import ADMIN, fresh_data_dir, start_serve, wait_until_serving
 from tests.timing import scaled
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow("fuzzes every operation of the API")]
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 # Enough to reach every operation's validation paths; more adds minutes to `make test`.
-EXAMPLES_PER_OPERATION = 10
+EXAMPLES_PER_OPERATION = 5
 SEED = 1
+METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
 def test_the_api_answers_every_generated_request_within_its_schema(tmp_path):
     port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
     server = start_serve(fresh_data_dir(tmp_path / "data"),
                          plugins_dir_with(tmp_path, "e2e__agent-runner-qa"), port)
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=scaled(30)) as http:
+        with httpx.Client(base_url=base_url, timeout=scaled(30)) as http:
             token = wait_until_serving(http, server)
+            schema = http.get("/api/schema/", params={"format": "json"}).json()
         run = subprocess.run([
-            str(SCHEMATHESIS), "run", f"http://127.0.0.1:{port}/api/schema/",
+            str(SCHEMATHESIS), "--config-file", str(CONFIG), "run", f"{base_url}/api/schema/",
             "--checks", "all",
             "--exclude-checks", "positive_data_acceptance,negative_data_rejection",
             "--max-examples", str(EXAMPLES_PER_OPERATION), "--seed", str(SEED),
@@ -44,8 +55,11 @@ def test_the_api_answers_every_generated_request_within_its_schema(tmp_path):
             "--phases", "examples,coverage,fuzzing", "--no-shrink", "--workers", "1",
             # A busy CI machine may drop a connection: retried, as a client would.
             "--request-timeout", str(scaled(60)), "--request-retries", "2",
-            "-H", f"Authorization: Bearer {token}",
-        ], cwd=tmp_path, capture_output=True, text=True, timeout=scaled(600), check=False)
+            "--report", "junit", "--report-junit-path", str(tmp_path / "junit.xml"),
+        ], cwd=tmp_path, capture_output=True, text=True, timeout=scaled(600), check=False,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS), "FUZZ_BASE_URL": base_url,
+                 "FUZZ_TOKEN": token, "FUZZ_EMAIL": ADMIN["email"],
+                 "FUZZ_PASSWORD": ADMIN["password"]})
     finally:
         server.terminate()
         server.wait(timeout=scaled(30))
@@ -53,3 +67,8 @@ def test_the_api_answers_every_generated_request_within_its_schema(tmp_path):
     summary = run.stdout[run.stdout.find("SUMMARY"):] if "SUMMARY" in run.stdout else ""
     assert run.returncode == 0, (run.stdout[-6000:] + run.stderr[-2000:]
                                  + "\n" + summary[:3000])
+    operations = {f"{method.upper()} {path}" for path, item in schema["paths"].items()
+                  for method in item if method in METHODS}
+    fuzzed = {case.get("name") for case in ElementTree.parse(tmp_path / "junit.xml").iter(
+        "testcase")}
+    assert operations == fuzzed, sorted(operations ^ fuzzed)

@@ -1,16 +1,20 @@
 from asgiref.sync import async_to_sync
 from django.db.models import ProtectedError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser, IsSuperuserOrReadOnly
 from langhost.api import UUID, Conflict, UpstreamFailed
+from langhost.schema import ERROR_SCHEMA
 from runners.api.serializers import providers as serializers
 from runners.models import LLMModel, ModelProvider
 from runners.providers import importing, load_calls
 from runners.providers.errors import ProviderError
+
+UPSTREAM_FAILED = OpenApiResponse(ERROR_SCHEMA, description=(
+    "The provider did not list its models (unreachable, or it refused): its error, in `detail`."))
 
 
 class ModelProviderViewSet(viewsets.ModelViewSet):
@@ -31,7 +35,7 @@ class ModelProviderViewSet(viewsets.ModelViewSet):
             raise UpstreamFailed(f"Provider '{provider.name}' did not list its models: "
                                  f"{exc}") from exc
 
-    @extend_schema(responses=serializers.UpstreamModelListSerializer)
+    @extend_schema(responses={200: serializers.UpstreamModelListSerializer, 502: UPSTREAM_FAILED})
     @action(detail=True, url_path="upstream-models")
     def upstream_models(self, request, pk=None):
         """The models the provider's API lists, each marked `imported` when an LLM model of
@@ -40,7 +44,7 @@ class ModelProviderViewSet(viewsets.ModelViewSet):
         return Response({"data": importing.with_imported(provider, self._listed(provider))})
 
     @extend_schema(request=serializers.ImportModelsSerializer,
-                   responses={201: serializers.ImportedModelsSerializer})
+                   responses={201: serializers.ImportedModelsSerializer, 502: UPSTREAM_FAILED})
     @action(detail=True, methods=["post"], url_path="import-models")
     def import_models(self, request, pk=None):
         """LLM models for the listed upstream models named in `ids` (all when left out):
