@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-fast install install-test browser servers sandbox bench bench-scale cluster
+.PHONY: run test test-fast coverage install install-test browser servers sandbox bench bench-scale cluster
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -97,6 +97,15 @@ test: install-test browser servers
 
 test-fast: install-test
 	$(PY) -m pytest $(XDIST) $(IN_PROCESS)
+
+# Line coverage of the apps by both passes of `make test` (in this process and its workers;
+# not in the servers and runtimes the tests start).
+COVERAGE := --cov=accounts --cov=ledger --cov=langhost --cov=runners --cov-report=
+coverage: install-test browser servers
+	-$(PY) -m pytest $(XDIST) $(COVERAGE) -q
+	-$(PY) -m langhost.local_servers -- env -u REDIS_URL \
+	  $(PY) -m pytest $(XDIST) $(COVERAGE) --cov-append -q -m backend
+	$(PY) -m coverage report --skip-covered --sort=cover | tail -15
 
 # deploy/'s layout on this machine: private PostgreSQL and Redis, then deploy/Procfile's two web
 # processes (ports 8000, 8001) and two runtime workers (health on 8100, 8101). Ctrl-C stops all.

@@ -3,12 +3,13 @@ question reaches the caller as a frame with a one-time token (the ledger keeps i
 only), the answer starts a run of the same runner that replies with the choice; an answer is
 taken once, not after expiry, and from nobody but the conversation's user."""
 
-import asyncio
 import hashlib
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from ledger.models import AgentRun, AgentRunEvent, Interaction
 from runners.conversations import interactions
@@ -91,9 +92,10 @@ async def test_an_expiry_past_any_date_is_the_latest_allowed(user, asker, settin
         seconds=settings.LANGHOST_INTERACTION_MAX_SECONDS - 60)
 
 
-async def test_an_expired_question_is_gone(user, asker):
+async def test_an_expired_question_is_gone(user, asker, monkeypatch):
     _, (frame,), conversation = await ask(user, asker, "expires:1")
-    await asyncio.sleep(1.5)
+    two_seconds_later = timezone.now() + timedelta(seconds=2)
+    monkeypatch.setattr(interactions, "timezone", SimpleNamespace(now=lambda: two_seconds_later))
 
     with pytest.raises(Expired):
         await answer(user, asker, conversation, frame)

@@ -7,7 +7,8 @@ revokes the token it is sent with, signs in afresh each time), and a 401 outside
 operations that take credentials fails the run. Every check runs but the two that compare
 request validation with the schema (`positive_data_acceptance`, `negative_data_rejection`): the
 API refuses more than its schema can say (a slug already taken, a foreign id that does not
-exist), and those refusals are 4xx by design. The example budget and seed are fixed, so a run
+exist), and those refusals are 4xx by design; and `max_response_time`: speed is measured in
+`bench/`, not on a machine the rest of the suite keeps busy. The example budget and seed are fixed, so a run
 is repeatable and fits CI's time.
 """
 
@@ -25,7 +26,9 @@ from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import ADMIN, fresh_data_dir, start_serve, wait_until_serving
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow("fuzzes every operation of the API")]
+# Some 8,000 requests: past pytest-timeout's 300 s on a busy machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow("fuzzes every operation of the API"),
+              pytest.mark.timeout(900)]
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
@@ -48,7 +51,8 @@ def test_the_api_answers_every_generated_request_within_its_schema(tmp_path):
         run = subprocess.run([
             str(SCHEMATHESIS), "--config-file", str(CONFIG), "run", f"{base_url}/api/schema/",
             "--checks", "all",
-            "--exclude-checks", "positive_data_acceptance,negative_data_rejection",
+            "--exclude-checks",
+            "positive_data_acceptance,negative_data_rejection,max_response_time",
             "--max-examples", str(EXAMPLES_PER_OPERATION), "--seed", str(SEED),
             # One worker: hypothesis parses lambdas' source with `ast`, which CPython 3.11 does
             # not allow from two threads at once ("AST constructor recursion depth mismatch").
@@ -64,11 +68,15 @@ def test_the_api_answers_every_generated_request_within_its_schema(tmp_path):
         server.terminate()
         server.wait(timeout=scaled(30))
 
-    summary = run.stdout[run.stdout.find("SUMMARY"):] if "SUMMARY" in run.stdout else ""
-    assert run.returncode == 0, (run.stdout[-6000:] + run.stderr[-2000:]
-                                 + "\n" + summary[:3000])
+    assert run.returncode == 0, failures(run.stdout) + run.stderr[-2000:]
     operations = {f"{method.upper()} {path}" for path, item in schema["paths"].items()
                   for method in item if method in METHODS}
     fuzzed = {case.get("name") for case in ElementTree.parse(tmp_path / "junit.xml").iter(
         "testcase")}
     assert operations == fuzzed, sorted(operations ^ fuzzed)
+
+
+def failures(output: str) -> str:
+    """Schemathesis's failures and summary, each line cut short (a generated body can be huge)."""
+    shown = output[output.find("FAILURES"):output.find("WARNINGS")] + output[output.find("SUMMARY"):]
+    return "\n".join(line[:300] for line in shown.splitlines())[:12000]

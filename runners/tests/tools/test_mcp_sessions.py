@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import pytest_asyncio
@@ -82,11 +83,16 @@ async def test_env_reaches_a_stdio_server_and_headers_an_http_one(registry, http
     assert header["text"] == SECRET
 
 
-async def test_killing_the_stdio_server_fails_that_call_and_the_next_one_restarts_it(registry):
-    spec = stdio_spec()
+async def test_killing_the_stdio_server_fails_that_call_and_the_next_one_restarts_it(registry,
+                                                                                  tmp_path):
+    sleeping = tmp_path / "sleeping"
+    spec = stdio_spec(env=(("SLEEPING_MARKER", str(sleeping)),))
     pid = await server_pid(registry, spec)
     call = asyncio.create_task(registry.call_tool(spec, "sleep", {"seconds": 30}))
-    await asyncio.sleep(scaled(0.5))  # the call is in flight
+    give_up = time.monotonic() + scaled(10)
+    while not sleeping.exists():  # the call is in flight
+        assert time.monotonic() < give_up, "the server never began the call"
+        await asyncio.sleep(0.02)
 
     os.kill(pid, signal.SIGKILL)
 
