@@ -104,8 +104,9 @@ async def test_a_subscriber_joining_mid_run_gets_every_event_once_in_order_then_
     *events, status = frames
     assert [(f["sequence"], f["type"]) for f in events] == ledger
     assert [f["sequence"] for f in events] == list(range(1, len(ledger) + 1))
-    assert [f["data"]["chunk"]["content"] for f in events if f["type"] == "message.delta"] == [
-        f"delta {n}" for n in range(1, 7)]
+    # Deltas that reach the ledger together (a busy machine) are stored as one: the text is whole.
+    assert "".join(f["data"]["chunk"]["content"] for f in events
+                   if f["type"] == "message.delta") == "".join(f"delta {n}" for n in range(1, 7))
     assert events[-1]["type"] == "run.completed"
     assert status == {"type": "run.status", "run_id": run_id, "status": "completed",
                       "status_reason": "stop", "sequence": len(ledger)}

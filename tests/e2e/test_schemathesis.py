@@ -7,8 +7,9 @@ revokes the token it is sent with, signs in afresh each time), and a 401 outside
 operations that take credentials fails the run. Every check runs but the two that compare
 request validation with the schema (`positive_data_acceptance`, `negative_data_rejection`): the
 API refuses more than its schema can say (a slug already taken, a foreign id that does not
-exist), and those refusals are 4xx by design; and `max_response_time`: speed is measured in
-`bench/`, not on a machine the rest of the suite keeps busy. The example budget and seed are fixed, so a run
+exist), and those refusals are 4xx by design. A response past two minutes (scaled) fails the
+run as a hang; speed itself is measured in `bench/`, not on a machine the rest of the suite
+keeps busy. The example budget and seed are fixed, so a run
 is repeatable and fits CI's time.
 """
 
@@ -51,8 +52,8 @@ def test_the_api_answers_every_generated_request_within_its_schema(tmp_path):
         run = subprocess.run([
             str(SCHEMATHESIS), "--config-file", str(CONFIG), "run", f"{base_url}/api/schema/",
             "--checks", "all",
-            "--exclude-checks",
-            "positive_data_acceptance,negative_data_rejection,max_response_time",
+            "--exclude-checks", "positive_data_acceptance,negative_data_rejection",
+            "--max-response-time", str(scaled(120)),
             "--max-examples", str(EXAMPLES_PER_OPERATION), "--seed", str(SEED),
             # One worker: hypothesis parses lambdas' source with `ast`, which CPython 3.11 does
             # not allow from two threads at once ("AST constructor recursion depth mismatch").
