@@ -286,8 +286,7 @@ _unmarked_slow: list[str] = []
 
 
 def pytest_runtest_logreport(report):
-    if (report.when == "call" and report.duration > SLOW_SECONDS * time_factor()
-            and "slow" not in report.keywords):
+    if report.when == "call" and report.duration > SLOW_SECONDS and "slow" not in report.keywords:
         _unmarked_slow.append(f"{report.nodeid} ({report.duration:.0f} s)")
 
 

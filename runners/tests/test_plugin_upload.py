@@ -62,6 +62,7 @@ def folders_in(plugins_dir: Path) -> list[str]:
     return sorted(path.name for path in plugins_dir.iterdir() if not path.name.startswith("."))
 
 
+@pytest.mark.slow("builds, uploads and installs a plugin package")
 async def test_a_package_uploaded_in_the_admin_runs_without_restarting_langhost(
         own_gateway, admin_browser, settings):
     gateway = await own_gateway("e2e__agent-runner-qa")

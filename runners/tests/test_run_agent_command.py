@@ -64,6 +64,7 @@ print(Transcript.objects.filter(conversation_id=talk.conversation_id).count())
 """
 
 
+@pytest.mark.slow("five `manage.py` commands, three of them starting the runtime")
 def test_an_agent_is_named_by_its_name_and_a_conversation_by_the_id_its_owner_knows(tmp_path):
     env = langhost_env(fresh_data_dir(tmp_path / "data"),
                        plugins_dir_with(tmp_path, "e2e__agent-runner-qa"),

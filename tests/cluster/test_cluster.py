@@ -105,6 +105,7 @@ def wait_for_end(cluster, run_id: str, within: float) -> tuple[str, str, float]:
     return row[0], row[1], time.monotonic() - started
 
 
+@pytest.mark.slow("a thousand runs through two web processes and two workers")
 def test_a_thousand_runs_through_both_web_processes_all_complete(cluster):
     served_before = [worker.runs_served() for worker in cluster.workers]
 
@@ -155,6 +156,7 @@ def test_a_run_started_on_one_web_process_streams_through_the_other(cluster):
     assert final["type"] == "run.status" and final["status"] == "completed", final
 
 
+@pytest.mark.slow("waits out a killed worker's leases")
 def test_killing_a_runtime_worker_fails_its_runs_and_the_other_takes_new_ones(cluster):
     streams = [start_streaming(cluster, cluster.web[number % 2], "deltas:60:0.5")
                for number in range(4)]

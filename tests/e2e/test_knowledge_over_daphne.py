@@ -63,6 +63,7 @@ def until(what: str, probe, timeout: float = 60):
     return value
 
 
+@pytest.mark.slow("ingests a document through the worker, then asks an agent")
 def test_knowledge_from_upload_to_a_cited_answer(server, provider, admin_credentials):
     url, env = server
     with httpx.Client(base_url=url, timeout=scaled(30)) as http:

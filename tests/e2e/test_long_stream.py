@@ -45,6 +45,7 @@ def wait_for_echo(http, headers) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow("streams the largest reply the API takes, and measures it")
 def test_a_long_streamed_reply_costs_a_few_times_its_size(daphne_server, daphne_env):
     data_dir = Path(daphne_env["LANGHOST_DATA_DIR"])
     with httpx.Client(base_url=daphne_server, timeout=scaled(300)) as http:

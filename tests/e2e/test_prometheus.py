@@ -54,6 +54,7 @@ def ledger_counts(data_dir) -> dict[str, float]:
             "SELECT status, count(*) FROM agent_run GROUP BY status")}
 
 
+@pytest.mark.slow("waits for Prometheus to scrape twice")
 def test_prometheus_sees_the_ledgers_run_counts_and_duration_buckets(tmp_path):
     with daphne_with_plugins(tmp_path, "e2e__agent-runner-qa") as (url, env):
         token = httpx.post(f"{url}/api/v1/auth/login", json={

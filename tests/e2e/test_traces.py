@@ -44,6 +44,7 @@ def created(response) -> dict:
     return response.json()
 
 
+@pytest.mark.slow("daphne, the runtime and an OTLP receiver, then a model and a tool call")
 def test_an_agent_run_with_a_tool_call_is_one_trace(tmp_path, receiver, provider):
     url, process = start_daphne({"LANGHOST_DATA_DIR": str(tmp_path / "data"),
                                  "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
@@ -109,6 +110,7 @@ def test_an_agent_run_with_a_tool_call_is_one_trace(tmp_path, receiver, provider
         ("execute_tool add", "calc")
 
 
+@pytest.mark.slow("a web process and a runtime worker over Redis")
 @pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server: `make servers`")
 def test_a_run_a_runtime_worker_streams_is_in_the_requests_trace(
         tmp_path, receiver, shared):  # noqa: F811

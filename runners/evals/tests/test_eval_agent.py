@@ -65,6 +65,7 @@ def provider():
     server.stop()
 
 
+@pytest.mark.slow("five cases and their judge through `manage.py eval_agent`")
 def test_five_cases_pass_or_fail_per_criterion_and_a_missed_tool_call_fails(tmp_path, provider):
     env = langhost_env(fresh_data_dir(tmp_path / "data"), tmp_path / "plugins")
     evalset = tmp_path / "calculator.yaml"
