@@ -369,13 +369,17 @@ class RuntimeLink:
             self._set_state("down", reason)
             if pinging is not None:
                 pinging.cancel()
-            # Closing fails every pending call and stream with ConnectionClosedError
-            # at once, so in-flight runs end promptly instead of waiting out timeouts.
-            with contextlib.suppress(Exception):
-                await handler.close()
+            # Reading stops first: the runtime exits when its input closes, and a read still
+            # waiting would log that expected end as an error. Stopping the reader fails every
+            # pending call and stream with ConnectionClosedError at once, so in-flight runs
+            # end promptly instead of waiting out timeouts.
             receiving.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await receiving
+            with contextlib.suppress(Exception):
+                await handler.close()
+            with contextlib.suppress(Exception):
+                await connection.close()
 
     async def _handshake(self, handler: HostHandler) -> None:
         # Neither call may carry a context; this task has none bound.
