@@ -84,7 +84,9 @@ run: install sandbox
 # (a database and data dir each; the slowest files first), then the fourth. It runs both and
 # fails if either did.
 IN_PROCESS := -m "not processes and not e2e and not browser and not cluster"
-XDIST := --numprocesses=auto --dist=loadfile
+# Two workers a core: most tests wait on the processes they start. Files go out in the order
+# conftest.py gives them (the longest first), not re-sorted by their number of tests.
+XDIST := --numprocesses=$(shell expr 2 \* $$(nproc)) --dist=loadfile --no-loadscope-reorder
 
 test: install-test browser servers
 	$(PY) -m ruff check .

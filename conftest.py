@@ -276,10 +276,16 @@ SLOW_SECONDS = 20
 
 @pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
 def pytest_collection_modifyitems(config, items):
-    """The files holding a `slow` test go first: spread across the cores (`--dist=loadfile`),
-    they start while the many short files still fill the other cores, not last and alone."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    """The files holding a `slow` test go first, the longest (`slow(why, seconds=...)`) first
+    of all: spread across the cores (`--dist=loadfile`, scopes kept in this order by
+    `--no-loadscope-reorder`), they start while the many short files still fill the other
+    cores, not last and alone."""
+    expected: dict = {}
+    for item in items:
+        if mark := item.get_closest_marker("slow"):
+            seconds = mark.kwargs.get("seconds", SLOW_SECONDS)
+            expected[item.path] = max(expected.get(item.path, 0), seconds)
+    items.sort(key=lambda item: -expected.get(item.path, 0))
 
 
 _unmarked_slow: list[str] = []

@@ -28,7 +28,7 @@ from runners.tests.langhost_process import ADMIN, fresh_data_dir, start_serve, w
 from tests.timing import scaled
 
 # Some 8,000 requests: past pytest-timeout's 300 s on a busy machine.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow("fuzzes every operation of the API"),
+pytestmark = [pytest.mark.e2e, pytest.mark.slow("fuzzes every operation of the API", seconds=240),
               pytest.mark.timeout(900)]
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
