@@ -1,4 +1,4 @@
-"""Schemathesis hooks of the fuzz run (tests/e2e/test_schemathesis.py, `SCHEMATHESIS_HOOKS`).
+"""Schemathesis hooks of the fuzz run (tests/e2e/fuzz.py, `SCHEMATHESIS_HOOKS`).
 
 Every generated request is signed in, so every operation is fuzzed past its door: with the
 run's token (`FUZZ_TOKEN`), except `auth/logout`, which revokes the token it is sent with and
