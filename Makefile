@@ -84,9 +84,9 @@ run: install sandbox
 # (a database and data dir each; the slowest files first), then the fourth. It runs both and
 # fails if either did.
 IN_PROCESS := -m "not processes and not e2e and not browser and not cluster"
-# Two workers a core: most tests wait on the processes they start. Files go out in the order
+# A worker a core (two a core left load-bound tests flaky). Files go out in the order
 # conftest.py gives them (the longest first), not re-sorted by their number of tests.
-XDIST := --numprocesses=$(shell expr 2 \* $$(nproc)) --dist=loadfile --no-loadscope-reorder
+XDIST := --numprocesses=auto --dist=loadfile --no-loadscope-reorder
 
 test: install-test browser servers
 	$(PY) -m ruff check .

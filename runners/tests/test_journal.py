@@ -85,7 +85,9 @@ async def test_a_message_nothing_follows_within_the_patience_goes_out_on_its_own
         event, binding(ECHO), run_id=run_id)]
 
     assert seen == ["message.completed"]
-    assert writes == [["start", "message.completed"], ["state.updated", "run.completed"]]
+    # The start goes with the message, or before it when the message is slow to come.
+    assert writes[-1] == ["state.updated", "run.completed"]
+    assert [kind for batch in writes[:-1] for kind in batch] == ["start", "message.completed"]
     assert (await readers.run_outcome(run_id))["status"] == "completed"
 
 
