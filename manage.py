@@ -4,13 +4,13 @@ import sys
 
 
 def main():
-    from langhost.process_secrets import take_secrets
+    from langhost.base.process_secrets import take_secrets
 
     take_secrets()  # before anything else can read or pass them on
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
     from django.core.management import execute_from_command_line
 
-    from langhost import data_dir
+    from langhost.base import data_dir
 
     data_dir.prepare()
 

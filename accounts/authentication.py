@@ -134,7 +134,7 @@ def _cached_token(raw_token):
 class RevocableJWTAuthentication(JWTAuthentication):
     """simplejwt's JWT authentication with revocable tokens and cached users; `aauthenticate`
     answers on the event loop whenever the token and its user are cached
-    (langhost.async_views)."""
+    (langhost.base.async_views)."""
 
     def get_validated_token(self, raw_token):
         if (cached := _cached_token(raw_token)) is not None:

@@ -53,7 +53,7 @@ from run_overhead import (
 ADMIN = {"email": "bench@example.com", "password": "Bench-Admin-Passw0rd"}
 COLD_FLOOR = """
 import django
-from langhost import data_dir
+from langhost.base import data_dir
 data_dir.prepare()
 django.setup()
 from django.contrib.auth.hashers import check_password, make_password

@@ -53,7 +53,7 @@ def generate(runs: int) -> None:
     """Fill this process's database (`LANGHOST_DATA_DIR`) with `runs` runs."""
     import django
 
-    from langhost import data_dir
+    from langhost.base import data_dir
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")
     data_dir.prepare()
@@ -218,7 +218,7 @@ class Served:
 
 
 def deep_cursor(pk: int) -> str:
-    """A runs list cursor as `langhost.keyset` makes it: the page beyond run `pk`."""
+    """A runs list cursor as `langhost.base.keyset` makes it: the page beyond run `pk`."""
     return base64.urlsafe_b64encode(json.dumps(["b", pk]).encode()).decode().rstrip("=")
 
 

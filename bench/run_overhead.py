@@ -40,7 +40,7 @@ def setup_django(data_dir: Path) -> None:
     import django
     from django.core.management import call_command
 
-    from langhost import data_dir as langhost_data_dir
+    from langhost.base import data_dir as langhost_data_dir
 
     langhost_data_dir.prepare()  # the secret key, as manage.py makes it
     django.setup()

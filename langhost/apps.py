@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.contrib.admin.apps import AdminConfig
 from django.db.backends.signals import connection_created
 
-from langhost.sqlite import load_sqlite_vec
+from langhost.base.sqlite import load_sqlite_vec
 
 
 class LangHostConfig(AppConfig):

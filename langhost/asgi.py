@@ -9,8 +9,8 @@ import os
 
 import django
 
-from langhost import data_dir
-from langhost.process_secrets import take_secrets
+from langhost.base import data_dir
+from langhost.base.process_secrets import take_secrets
 
 take_secrets()  # before anything else can read or pass them on
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "langhost.settings")

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from langhost import data_dir
-from langhost.process_secrets import value as secret
-from langhost.sqlite import use_a_sqlite_that_loads_extensions
+from langhost.base import data_dir
+from langhost.base.process_secrets import value as secret
+from langhost.base.sqlite import use_a_sqlite_that_loads_extensions
 
 use_a_sqlite_that_loads_extensions()  # before Django's SQLite backend imports `sqlite3`
 
@@ -29,7 +29,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 # Created, with the generated secret key, by the entry points (manage.py, asgi.py) through
-# `langhost.data_dir.prepare()`: importing these settings writes nothing.
+# `langhost.base.data_dir.prepare()`: importing these settings writes nothing.
 DATA_DIR = data_dir.location()
 SECRET_KEY = secret("DJANGO_SECRET_KEY") or data_dir.stored_secret_key(DATA_DIR)
 # Earlier secret keys, comma-separated: sessions and stored secrets made under them still work
@@ -239,11 +239,11 @@ REST_FRAMEWORK = {
     # Multipart only where files are uploaded (artifacts): daphne's HTTP layer (Twisted)
     # parses multipart bodies itself and answers a bodiless 400 to a malformed one.
     "DEFAULT_PARSER_CLASSES": [
-        "langhost.parsers.StrictJSONParser",
+        "langhost.base.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
     ],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "langhost.negotiation.ContentNegotiation",
-    "DEFAULT_PAGINATION_CLASS": "langhost.api.EnvelopePagination",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "langhost.base.negotiation.ContentNegotiation",
+    "DEFAULT_PAGINATION_CLASS": "langhost.base.api.EnvelopePagination",
     "PAGE_SIZE": 20,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
@@ -277,7 +277,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "langhost.schema.document_errors"],
+                             "langhost.base.schema.document_errors"],
     # An agent type's default strategy may be blank (the runner's); a request's may not.
     "ENUM_NAME_OVERRIDES": {
         "MultitaskStrategyEnum": "runners.execution.orchestrator.MULTITASK_STRATEGIES",

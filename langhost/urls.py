@@ -43,6 +43,6 @@ urlpatterns = [
     path("api/auth/", include("rest_framework.urls")),
 ]
 
-handler400 = "langhost.api.bad_request"
-handler404 = "langhost.api.not_found"
-handler500 = "langhost.api.server_error"
+handler400 = "langhost.base.api.bad_request"
+handler404 = "langhost.base.api.not_found"
+handler500 = "langhost.base.api.server_error"

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from langhost import data_dir
+from langhost.base import data_dir
 
 _session_data_dir = tempfile.mkdtemp(prefix="langhost-tests-")
 atexit.register(shutil.rmtree, _session_data_dir, ignore_errors=True)

@@ -18,8 +18,8 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from langhost import urls
-from langhost.async_views import AsyncDispatch
-from langhost.negotiation import ContentNegotiation
+from langhost.base.async_views import AsyncDispatch
+from langhost.base.negotiation import ContentNegotiation
 
 STOCK_MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from langhost import data_dir
+from langhost.base import data_dir
 
 pytestmark = pytest.mark.processes
 

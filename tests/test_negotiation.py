@@ -7,7 +7,7 @@ from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from langhost.negotiation import ContentNegotiation
+from langhost.base.negotiation import ContentNegotiation
 
 RENDERERS = [JSONRenderer(), BrowsableAPIRenderer()]
 

@@ -17,7 +17,7 @@ REPORT = """
 import ctypes, json, os
 from django.conf import settings
 from accounts.models import User
-from langhost.process_secrets import value
+from langhost.base.process_secrets import value
 print(json.dumps({
     "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),
     "initial": open("/proc/self/environ", "rb").read().decode(errors="replace"),

@@ -19,8 +19,8 @@ from django.test import override_settings
 from rest_framework import serializers
 
 from accounts.tokens import token_pair
+from langhost.base.serializers import RequestSerializer
 from langhost.handlers import ASGIHandler
-from langhost.serializers import RequestSerializer
 from ledger.models import AgentRun
 from ledger.services import conversations
 from runners.tests.conversation_fixtures import register_builtin  # noqa: F401

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from accounts.api import views
-from langhost.api import OptionalSlashRouter
+from langhost.base.api import OptionalSlashRouter
 
 router = OptionalSlashRouter()
 router.register("projects", views.ProjectViewSet, basename="project")

@@ -19,7 +19,7 @@ from accounts.models import Invitation, Membership, Project, User
 from accounts.permissions import IsProjectOwnerOrReadOnly
 from accounts.signin import ClientAddressThrottle, remember_sign_in
 from accounts.tokens import token_pair
-from langhost.api import UUID
+from langhost.base.api import UUID
 
 REGISTRATION_RECEIVED = ("Registration received. If no account had this address, it has one "
                          "now: sign in with its password.")

@@ -2,7 +2,7 @@
 
 from rest_framework import exceptions, status
 
-from langhost.api import exception_handler as envelope_exception_handler
+from langhost.base.api import exception_handler as envelope_exception_handler
 from runners.conversations import exceptions as refusals
 
 STATUS_FOR = {

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from langhost.api import UUID, OptionalSlashRouter
+from langhost.base.api import UUID, OptionalSlashRouter
 from runners.api.langbot import views as langbot_views
 from runners.api.views import catalogue as views
 from runners.api.views import conversations as conversation_views

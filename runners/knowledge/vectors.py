@@ -8,7 +8,7 @@ item is known by its row id (a chunk's, a plugin vector's).
   dimension count (`<space>_vectors_<dims>`), the partition as their partition key. They hold
   unit vectors and are searched by euclidean distance, which orders as cosine does and scans
   faster (cosine distance = d² / 2). The extension loads into every connection
-  (`langhost/sqlite.py`).
+  (`langhost/base/sqlite.py`).
 - **PostgreSQL with pgvector**: one table per space and dimension count with an HNSW index
   (cosine), searched with pgvector's iterative scan so a partition filter still returns k.
 - **Any other database**: an exact search in Python over the rows the caller names.

@@ -15,7 +15,7 @@ import json
 
 from asgiref.sync import sync_to_async
 
-from langhost import health
+from langhost.base import health
 from runners.observability import metrics
 from runners.runtime.worker import RuntimeWorkerConsumer
 

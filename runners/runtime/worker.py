@@ -227,7 +227,7 @@ class RuntimeWorkerConsumer(AsyncConsumer):
 async def serve(gateway, channel_layer) -> None:
     """Serve `gateway` on the shared channel and on a channel of this worker's own (which is in
     the workers' group) until cancelled."""
-    own_channel = await channel_layer.new_channel()  # the default prefix: see langhost.health
+    own_channel = await channel_layer.new_channel()  # the default prefix: see langhost.base.health
     RuntimeWorkerConsumer.gateway, RuntimeWorkerConsumer.own_channel = gateway, own_channel
     worker = Worker(application=RuntimeWorkerConsumer.as_asgi(),
                     channels=[RUNTIME_CHANNEL, own_channel], channel_layer=channel_layer)

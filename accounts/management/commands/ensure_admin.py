@@ -1,8 +1,8 @@
 import os
 
 from accounts.models import User
-from langhost import process_secrets
-from langhost.commands import DatabaseCommand
+from langhost.base import process_secrets
+from langhost.base.commands import DatabaseCommand
 
 
 class Command(DatabaseCommand):

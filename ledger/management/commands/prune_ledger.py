@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from ledger.services import retention
 
 

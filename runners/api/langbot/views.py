@@ -16,7 +16,7 @@ from accounts import first_admin
 from accounts.permissions import IsSuperuser
 from accounts.signin import remember_sign_in
 from accounts.tokens import access_token_for
-from langhost.async_views import AsyncDispatch
+from langhost.base.async_views import AsyncDispatch
 from ledger import wire
 from runners.api.exceptions import error_body
 from runners.api.langbot.serializers import (

@@ -5,7 +5,7 @@ import pydantic
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from langhost.serializers import RequestSerializer
+from langhost.base.serializers import RequestSerializer
 from ledger import wire
 from ledger.models import AgentRun, AgentRunEvent, ModelCall
 from ledger.selectors.runs import event_dict

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from accounts.models import Project
 from accounts.permissions import IsProjectOwnerOrReadOnly, IsSuperuserOrReadOnly
-from langhost.api import UUID, Conflict, Unprocessable
+from langhost.base.api import UUID, Conflict, Unprocessable
 from ledger.selectors.stats import agent_run_totals
 from runners.api.serializers import catalogue as serializers
 from runners.models import AgentInstance, AgentType, InvalidTransition

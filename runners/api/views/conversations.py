@@ -34,11 +34,11 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 
-from langhost import keyset
-from langhost.api import BadInput, Conflict, Gone, Unprocessable
-from langhost.async_views import AsyncDispatch, rendered_here
-from langhost.heavy_writes import heavy_write
-from langhost.parsers import StrictJSONParser
+from langhost.base import keyset
+from langhost.base.api import BadInput, Conflict, Gone, Unprocessable
+from langhost.base.async_views import AsyncDispatch, rendered_here
+from langhost.base.heavy_writes import heavy_write
+from langhost.base.parsers import StrictJSONParser
 from ledger.models import Artifact, Conversation
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors.runs import clamp_limit
@@ -206,7 +206,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
     lookup_url_kwarg = "conversation_id"
     lookup_value_regex = r"[^/]+"
     serializer_class = CreateConversationSerializer
-    pagination_class = None  # its lists are keyset pages (`langhost.keyset`)
+    pagination_class = None  # its lists are keyset pages (`langhost.base.keyset`)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation

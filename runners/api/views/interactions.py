@@ -12,7 +12,7 @@ from rest_framework import viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from langhost.async_views import AsyncDispatch
+from langhost.base.async_views import AsyncDispatch
 from ledger.models import Interaction
 from ledger.selectors import interactions as selectors
 from runners.api import streaming

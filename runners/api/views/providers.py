@@ -6,8 +6,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser, IsSuperuserOrReadOnly
-from langhost.api import UUID, Conflict, UpstreamFailed
-from langhost.schema import ERROR_SCHEMA
+from langhost.base.api import UUID, Conflict, UpstreamFailed
+from langhost.base.schema import ERROR_SCHEMA
 from runners.api.serializers import providers as serializers
 from runners.models import LLMModel, ModelProvider
 from runners.providers import importing, load_calls

@@ -1,4 +1,4 @@
-"""Runs and runners over DRF, dispatched on the event loop (`langhost.async_views`).
+"""Runs and runners over DRF, dispatched on the event loop (`langhost.base.async_views`).
 
 Starting a run asks the one door (`runners.conversations.services`; an agent's run in a thread
 hop, a runner's on the loop), then runs it on the loop (`runners.api.streaming`).
@@ -19,9 +19,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.permissions import IsSuperuser
-from langhost import keyset
-from langhost.api import BadInput, Gone, Unprocessable
-from langhost.async_views import AsyncDispatch
+from langhost.base import keyset
+from langhost.base.api import BadInput, Gone, Unprocessable
+from langhost.base.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import model_calls as model_call_selectors
@@ -59,7 +59,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     lookup_value_regex = r"[^/]+"
     filterset_fields = ["status", "runner_id", "agent_id", "conversation_id", "project_id"]
     filter_backends = [DjangoFilterBackend]
-    pagination_class = None  # its lists are keyset pages (`langhost.keyset`)
+    pagination_class = None  # its lists are keyset pages (`langhost.base.keyset`)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no signed-in user

@@ -4,7 +4,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuser
-from langhost.api import UUID
+from langhost.base.api import UUID
 from runners.api.serializers import tools as serializers
 from runners.models import McpServer
 from runners.tools.refresh import refresh_tools_sync

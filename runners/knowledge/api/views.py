@@ -10,7 +10,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from accounts.api.scoping import ProjectScoped
-from langhost.api import UUID
+from langhost.base.api import UUID
 from runners.api.views.conversations import PayloadTooLarge
 from runners.knowledge import services, worker
 from runners.knowledge.api import serializers

@@ -1,6 +1,6 @@
 from asgiref.sync import async_to_sync
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from runners.knowledge import worker
 
 

@@ -1,5 +1,5 @@
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from ledger.services.runs import reap_stale_runs_sync
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 from django.db import transaction
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from runners.catalogue import runner_config
 from runners.providers.secrets import rotate_api_keys_sync
 from runners.tools.mcp_servers import rotate_secrets_sync

@@ -6,7 +6,7 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from langhost.commands import migrations_pending
+from langhost.base.commands import migrations_pending
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
 from runners.execution.orchestrator import RunRefused

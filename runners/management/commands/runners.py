@@ -5,7 +5,7 @@ import sys
 from asgiref.sync import sync_to_async
 from django.core.management.base import CommandError
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 from runners.runtime import RuntimeLinkError

@@ -11,8 +11,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from langhost.process_memory import settle_after_startup
-from langhost.startup_lock import apply_migrations
+from langhost.base.process_memory import settle_after_startup
+from langhost.base.startup_lock import apply_migrations
 from runners.conversations import work
 from runners.observability import tracing
 from runners.plugins.gateway import LocalGateway

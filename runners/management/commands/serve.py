@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.first_admin import has_admin, setup_token
-from langhost.parsers import upload_limit_text
-from langhost.process_memory import settle_after_startup
-from langhost.startup_lock import one_process_at_a_time
+from langhost.base.parsers import upload_limit_text
+from langhost.base.process_memory import settle_after_startup
+from langhost.base.startup_lock import one_process_at_a_time
 from ledger.services.runs import reap_stale_runs_sync
 from runners import safety
 from runners.runtime.sandbox import probe_in_background
@@ -206,7 +206,7 @@ def _no_access_log_lines(factory_class) -> None:
 
 def _body_limit(headers) -> int:
     """The upload limit; for a request with no credentials (no token, key or session), the
-    anonymous one: such a caller sends credentials, never files (`langhost.parsers`)."""
+    anonymous one: such a caller sends credentials, never files (`langhost.base.parsers`)."""
     credentials = (headers.hasHeader(b"authorization") or headers.hasHeader(b"x-api-key")
                    or any(settings.SESSION_COOKIE_NAME.encode() + b"=" in cookie
                           for cookie in headers.getRawHeaders(b"cookie", [])))

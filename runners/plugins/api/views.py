@@ -9,7 +9,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuserOrReadOnly
-from langhost.api import BadInput
+from langhost.base.api import BadInput
 from runners.models import PluginInstallation
 from runners.plugins import install
 from runners.plugins.api import serializers

@@ -6,7 +6,7 @@ other."""
 from rest_framework import viewsets
 
 from accounts.api.scoping import ProjectScoped
-from langhost.api import UUID
+from langhost.base.api import UUID
 from runners.schedules import services
 from runners.schedules.api.serializers import ScheduleSerializer
 from runners.schedules.models import Schedule

@@ -10,7 +10,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from accounts.permissions import IsSuperuserOrReadOnly
-from langhost.api import BadInput
+from langhost.base.api import BadInput
 from runners.skills import services
 from runners.skills.api import serializers
 from runners.skills.models import Skill

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import Project
-from langhost.api import BadInput
+from langhost.base.api import BadInput
 from runners.webhooks import services
 from runners.webhooks.models import ProjectWebhook
 

@@ -7,7 +7,7 @@ from asgiref.sync import ThreadSensitiveContext
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from runners.evals import services
 from runners.evals.evalset import EvalSetError, load
 from runners.management.cli import agent_named

@@ -1,6 +1,6 @@
 import asyncio
 
-from langhost.commands import DatabaseCommand
+from langhost.base.commands import DatabaseCommand
 from runners.webhooks import services
 
 

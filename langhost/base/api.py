@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from langhost.parsers import upload_limit_text
+from langhost.base.parsers import upload_limit_text
 
 # A UUID in a URL: anything else there is no route (404), not a failed lookup.
 UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"

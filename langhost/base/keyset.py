@@ -26,7 +26,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from langhost.api import BadInput
+from langhost.base.api import BadInput
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100

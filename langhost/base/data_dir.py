@@ -10,7 +10,7 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from langhost import process_secrets
+from langhost.base import process_secrets
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY_FILE = "secret_key"
