@@ -44,7 +44,6 @@ async def main(runs: int, data_dir: Path) -> None:
     from accounts.models import Project, User
     from runners.conversations import services as door
     from runners.execution.orchestrator import Orchestrator
-    from runners.execution.protocol import AgentEventEnvelope
     from runners.models import (
         LLM_AGENT_RUNNER_ID,
         AgentInstance,
@@ -52,6 +51,7 @@ async def main(runs: int, data_dir: Path) -> None:
         LLMModel,
         ModelProvider,
     )
+    from runners.protocol import AgentEventEnvelope
     from tests.fake_providers import FakeProvider
 
     server = FakeProvider("openai").start()

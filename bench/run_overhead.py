@@ -107,7 +107,7 @@ ECHO_BINDING = {"binding_id": "bench", "runner_id": "plugin:e2e/agent-runner-qa/
 
 
 def new_event():
-    from runners.execution.protocol import AgentEventEnvelope
+    from runners.protocol import AgentEventEnvelope
 
     return AgentEventEnvelope(conversation_id="bench", input={"text": "bench"})
 
@@ -126,7 +126,7 @@ async def bare_round_trip(gateway):
     """One echo run straight over the runtime link, sent the context the orchestrator builds
     for the same event: the yardstick of every benchmark here."""
     from runners.execution import context, registry
-    from runners.execution.protocol import AgentBinding
+    from runners.protocol import AgentBinding
 
     binding = AgentBinding(**ECHO_BINDING)
     descriptor = await registry.get_descriptor(binding.runner_id, gateway.discover)
@@ -148,7 +148,7 @@ async def bare_round_trip(gateway):
 
 async def main(runs: int, seconds: float, data_dir: Path) -> None:
     from runners.execution.orchestrator import Orchestrator
-    from runners.execution.protocol import AgentBinding
+    from runners.protocol import AgentBinding
 
     gateway = echo_runtime(data_dir)
     try:

@@ -280,7 +280,7 @@ SPECTACULAR_SETTINGS = {
                              "langhost.base.schema.document_errors"],
     # An agent type's default strategy may be blank (the runner's); a request's may not.
     "ENUM_NAME_OVERRIDES": {
-        "MultitaskStrategyEnum": "runners.execution.orchestrator.MULTITASK_STRATEGIES",
+        "MultitaskStrategyEnum": "runners.protocol.MULTITASK_STRATEGIES",
     },
 }
 

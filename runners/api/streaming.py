@@ -17,7 +17,7 @@ from runners.api.serializers.conversations import MessageOutcomeSerializer
 from runners.api.serializers.runs import BackgroundRunSerializer, RunOutcomeSerializer
 from runners.conversations import background
 from runners.conversations import services as door
-from runners.execution.orchestrator import ConversationBusy, RunRefused
+from runners.protocol import ConversationBusy, RunRefused
 
 
 def wants_stream(request) -> bool:

@@ -17,9 +17,8 @@ from ledger.selectors import runs as run_selectors
 from ledger.services import runs as ledger
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
-from runners.execution.orchestrator import ENQUEUE
-from runners.execution.protocol import AgentEventEnvelope
 from runners.models import AgentInstance
+from runners.protocol import ENQUEUE, AgentEventEnvelope
 from runners.runtime.host_process import host_process
 
 logger = logging.getLogger(__name__)

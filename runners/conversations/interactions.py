@@ -24,8 +24,7 @@ from runners.catalogue.trees import build_tree
 from runners.conversations import services as door
 from runners.conversations.exceptions import AlreadyAnswered, Expired, InvalidInput, NotFound
 from runners.execution.interactions import token_hash
-from runners.execution.orchestrator import ENQUEUE, new_run_id
-from runners.execution.protocol import AgentEventEnvelope
+from runners.protocol import ENQUEUE, AgentEventEnvelope, new_run_id
 
 MAX_VALUE_CHARS = 20_000
 

@@ -69,17 +69,18 @@ from runners.conversations.input import (
     new_invocation_id,
 )
 from runners.execution import bindings, registry
-from runners.execution.orchestrator import (
-    ENQUEUE,
-    MULTITASK_STRATEGIES,
-    STEER,
-    Orchestrator,
-    new_run_id,
-)
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
 from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
 from runners.plugins.gateway import get_gateway, require_runner_sync
+from runners.protocol import (
+    ENQUEUE,
+    MULTITASK_STRATEGIES,
+    STEER,
+    AgentBinding,
+    AgentEventEnvelope,
+    new_run_id,
+)
 from runners.webhooks import services as webhooks
 from runners.webhooks import worker as webhook_worker
 

@@ -17,8 +17,8 @@ from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
 from runners.evals.evalset import EvalSet, EvalSetError, Expect
 from runners.evals.models import EvalReport
-from runners.execution.orchestrator import RunRefused
 from runners.models import AgentInstance
+from runners.protocol import RunRefused
 from runners.providers.errors import ProviderError
 from runners.providers.lookup import load_models
 

@@ -22,7 +22,7 @@ from django.core import signing
 from ledger.models import AgentRun, Conversation, RunStatus
 from ledger.services.artifacts import ArtifactNotFound, OpenedArtifact, artifacts
 from runners.box import services as box_services
-from runners.execution.protocol import AgentEventEnvelope
+from runners.protocol import AgentEventEnvelope
 
 SALT = "langhost.run-attachment"
 ARTIFACT_REF = "artifact:"

@@ -7,8 +7,8 @@ binding at all, is a `BindingError` that says so.
 """
 
 from runners.catalogue import runner_config
-from runners.execution.protocol import SCOPE_PRECEDENCE, AgentBinding
 from runners.models import AgentInstance, AgentType, Binding, LLMModel
+from runners.protocol import SCOPE_PRECEDENCE, AgentBinding
 
 
 class BindingError(LookupError):

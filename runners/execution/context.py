@@ -10,10 +10,8 @@ from langbot_plugin.api.entities.builtin.runner.context import RunnerContext
 
 from ledger.state_keys import scope_key
 from runners.execution.grants import NO_GRANTS, ModelGrants
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
-
-HOST_NAME = "langhost"
+from runners.protocol import HOST_NAME, AgentBinding, AgentEventEnvelope
 
 
 def state_context(event: AgentEventEnvelope, binding: AgentBinding, runner_id: str) -> dict:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
-from runners.execution.protocol import AgentBinding
 from runners.models import LLMModel, RunnerDescriptor
+from runners.protocol import AgentBinding
 from runners.providers.lookup import load_models
 
 LLM_OPERATIONS = ("invoke", "stream", "count_tokens")

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from ledger.services import runs as ledger
 from runners.execution import context
 from runners.execution.grants import NO_GRANTS, ModelGrants
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
 from runners.observability import metrics
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 # The events that carry a user's message: they are transcribed, and they may steer a run.
 MESSAGE_EVENT_TYPE = "message.received"

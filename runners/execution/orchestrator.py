@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -38,13 +37,22 @@ from runners.execution import (
     steering,
 )
 from runners.execution.journal import Journal
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.results import IDLE, Results, Stop, next_result
 from runners.execution.run import TOOL_CALL_TYPES, LocalRunHandle, RunMessage, RunState
 from runners.execution.tool_grants import tool_grants
 from runners.knowledge.grants import knowledge_grants
-from runners.models import MultitaskStrategy, RunnerDescriptor
+from runners.models import RunnerDescriptor
 from runners.observability import logs, metrics, tracing
+from runners.protocol import (
+    INTERRUPT,
+    REJECT,
+    STEER,
+    AgentBinding,
+    AgentEventEnvelope,
+    ConversationBusy,
+    RunRefused,
+    new_run_id,
+)
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
@@ -73,25 +81,6 @@ NO_DEADLINE_ITEM_TIMEOUT = 300.0
 REPLY_PATIENCE = 0.002
 
 
-class RunRefused(Exception):
-    """The run could not start (unknown runner, bad binding); nothing was recorded."""
-
-
-class ConversationBusy(RunRefused):
-    """The conversation has an active run, `run_id`, and the message's strategy is `reject`."""
-
-    def __init__(self, run_id: str):
-        self.run_id = run_id
-        super().__init__(f"The conversation is busy with run {run_id}; its strategy rejects "
-                         "another message meanwhile.")
-
-
-# What a message does when its conversation has an active run: wait for it to end (enqueue),
-# be refused (reject), cancel it and then run (interrupt), or join it (steer: for runners
-# that declare steering).
-ENQUEUE, REJECT, INTERRUPT, STEER = (MultitaskStrategy.ENQUEUE.value, MultitaskStrategy.REJECT.value,
-                                     MultitaskStrategy.INTERRUPT.value, MultitaskStrategy.STEER.value)
-MULTITASK_STRATEGIES = (ENQUEUE, REJECT, INTERRUPT, STEER)
 # How often a queued run looks whether its turn came: soon, then less often.
 TURN_POLL_SECONDS = 0.05
 TURN_POLL_MAX_SECONDS = 0.5
@@ -112,10 +101,6 @@ def _first_token(state: RunState) -> None:
     if state.first_token_after is None:
         state.first_token_after = time.monotonic() - state.began
         metrics.TIME_TO_FIRST_TOKEN.labels(state.descriptor.id).observe(state.first_token_after)
-
-
-def new_run_id() -> str:
-    return str(uuid.uuid4())
 
 
 class Orchestrator:

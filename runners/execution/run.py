@@ -20,9 +20,9 @@ from ledger.models import EventSource, RunStatus
 from ledger.services import runs as ledger
 from runners.execution import journal
 from runners.execution.journal import Journal
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.execution.results import request_stop
 from runners.models import RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from runners.runtime.loop_bound import submit
 
 logger = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import time
 from ledger.selectors import runs as readers
 from ledger.services import steering as steering_queue
 from runners.execution.journal import MESSAGE_EVENT_TYPE, event_log_row, user_transcript_row
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 
 async def try_steer(event: AgentEventEnvelope, binding: AgentBinding,

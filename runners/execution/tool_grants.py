@@ -25,8 +25,8 @@ import logging
 from django.db.models import Q
 
 from runners.execution import box_tools
-from runners.execution.protocol import AgentBinding
 from runners.models import McpServer, RunnerDescriptor, ToolDescriptor
+from runners.protocol import AgentBinding
 from runners.tools.errors import ToolError
 
 logger = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ledger.models import RunStatus
-from runners.execution.context import HOST_NAME
 from runners.execution.grants import as_model_id
 from runners.hostapi import run_api
 from runners.models import LLMModel
+from runners.protocol import HOST_NAME
 from runners.providers import load_calls
 from runners.providers.errors import ProviderError
 from runners.runtime.host import HostError

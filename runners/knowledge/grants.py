@@ -11,9 +11,9 @@ project: a base of another project is never granted.
 import uuid
 
 from runners.catalogue.runner_config import KNOWLEDGE_BASE_SELECTORS, fields_of
-from runners.execution.protocol import AgentBinding
 from runners.knowledge.models import KnowledgeBase
 from runners.models import RunnerDescriptor
+from runners.protocol import AgentBinding
 
 KB_OPERATIONS = ("list", "retrieve")
 

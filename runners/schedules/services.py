@@ -18,7 +18,7 @@ from django.utils import timezone
 from runners.conversations import background
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
-from runners.execution.orchestrator import RunRefused
+from runners.protocol import RunRefused
 from runners.schedules.models import MissedTicks, Schedule
 
 logger = logging.getLogger(__name__)

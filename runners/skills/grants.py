@@ -2,7 +2,7 @@
 `display_name`, `description`), frozen into its authorization with its other grants. They are
 the installed skills its binding's config names (`skills`: the agent type's), in order."""
 
-from runners.execution.protocol import AgentBinding
+from runners.protocol import AgentBinding
 from runners.skills.models import Skill
 
 

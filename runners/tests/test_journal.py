@@ -9,8 +9,8 @@ from channels.layers import get_channel_layer
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from runners.execution import journal, orchestrator
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.processes, pytest.mark.backend, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.observability.logs import JsonLines, RunContext
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from ledger.models import AgentRun
 from ledger.services import runs as ledger
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from runners.runtime import host_process as process_module
 from runners.runtime import liveness
 from runners.runtime.host_process import HostProcess

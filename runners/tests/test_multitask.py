@@ -13,7 +13,7 @@ from runners.conversations import background
 from runners.conversations import services as door
 from runners.conversations.exceptions import InvalidInput
 from runners.conversations.input import Part
-from runners.execution.orchestrator import ConversationBusy
+from runners.protocol import ConversationBusy
 from runners.runtime.host_process import host_process
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,8 @@ from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, AgentRunEvent, Transcript
 from ledger.services import runs as ledger
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from runners.runtime.host_process import host_process
 from tests.timing import scaled, well_before
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]

@@ -9,8 +9,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import PluginInstallation, RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from tests.timing import scaled
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"

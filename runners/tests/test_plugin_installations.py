@@ -6,10 +6,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from runners.execution.orchestrator import Orchestrator, RunRefused
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
 from runners.hostapi.host import DjangoHost
 from runners.models import PluginInstallation, RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope, RunRefused
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 

@@ -6,8 +6,8 @@ import pytest
 from django.db.models.signals import post_save
 
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import PluginStorage
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

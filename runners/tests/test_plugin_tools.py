@@ -10,8 +10,8 @@ from django.contrib.admin.utils import quote
 
 from ledger.models import AgentRunEvent, Transcript
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import ToolDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from runners.runtime.link import RuntimeLinkError, ToolNotFound
 from runners.tests.conftest import serve_as_process_gateway
 from tests.timing import scaled

@@ -11,8 +11,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import PluginInstallation, RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from runners.tests.test_plugin_failures import discovery_timeout, until
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"

@@ -6,10 +6,10 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer
 
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
 from runners.plugins import gateway as gateway_module
 from runners.plugins.gateway import Gateway, LocalGateway, get_gateway
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from runners.runtime.host_process import host_process
 from runners.runtime.loop_bound import LoopBoundGateway
 from runners.runtime.worker import ChannelGateway

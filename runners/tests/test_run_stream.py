@@ -13,8 +13,8 @@ from django.test import Client
 from accounts.tokens import access_token_for
 from langhost.asgi import application, router
 from ledger.models import AgentRun, AgentRunEvent, RunStatus
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from runners.ws.consumers import RunStreamConsumer
 from tests.timing import scaled
 

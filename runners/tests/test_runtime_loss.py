@@ -7,9 +7,9 @@ import signal
 import pytest
 
 from ledger.models import AgentRun
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
 from runners.plugins.gateway import LocalGateway
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from runners.runtime import sandbox
 from runners.tests.conftest import plugins_dir_with
 from runners.tests.langhost_process import descendants

@@ -12,8 +12,8 @@ import pytest_asyncio
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ledger.models import AgentRun
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from runners.runtime import liveness
 from runners.runtime.errors import RuntimeLinkError, ToolNotFound
 from runners.runtime.worker import ChannelGateway, RuntimeWorkerConsumer, serve

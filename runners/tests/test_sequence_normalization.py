@@ -10,8 +10,8 @@ import pytest
 from ledger.models import AgentRunEvent
 from runners.execution.deltas import MERGED_FROM
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,8 +3,8 @@
 import pytest
 
 from ledger.models import AgentRun, EventLog, SteeringItem
-from runners.execution.orchestrator import Orchestrator, new_run_id
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
+from runners.execution.orchestrator import Orchestrator
+from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 
 pytestmark = [pytest.mark.processes, pytest.mark.backend, pytest.mark.asyncio(loop_scope="session"), pytest.mark.django_db(transaction=True)]
 

@@ -4,8 +4,8 @@ plugin's storage only when both say so; workspace storage, which LangHost does n
 import pytest
 
 from runners.execution.context import available_apis, build_context
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 
 def storage_of(asked: list[str], **policy) -> dict:

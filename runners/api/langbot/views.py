@@ -31,8 +31,8 @@ from runners.api.langbot.serializers import (
 )
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
-from runners.execution.orchestrator import RunRefused
 from runners.models import RunnerDescriptor
+from runners.protocol import RunRefused
 
 
 def failure(message: str, status: int = 400, code: int = 1) -> Response:

@@ -9,9 +9,8 @@ from langhost.base.serializers import RequestSerializer
 from ledger import wire
 from ledger.models import AgentRun, AgentRunEvent, ModelCall
 from ledger.selectors.runs import event_dict
-from runners.execution.orchestrator import MULTITASK_STRATEGIES
-from runners.execution.protocol import EventInput
 from runners.models import RunnerDescriptor
+from runners.protocol import MULTITASK_STRATEGIES, EventInput
 from runners.webhooks import services as webhooks
 
 

@@ -12,11 +12,11 @@ from accounts.models import Project
 from ledger.models import ModelCall
 from runners.execution.bindings import implied_agent_binding, resolve
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase
 from runners.knowledge.tests.conftest import pdf_with
 from runners.models import AgentInstance, AgentType, Binding, LLMModel
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 

@@ -13,10 +13,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.models import Project
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase, PluginVector
 from runners.plugins.gateway import LocalGateway
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from runners.tests.conftest import FIXTURE_PLUGINS, serve_as_process_gateway
 from tests.timing import scaled
 

@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 from langhost.base.commands import migrations_pending
 from runners.conversations import services as door
 from runners.conversations.exceptions import Refused
-from runners.execution.orchestrator import RunRefused
 from runners.management.cli import agent_named, user_named
 from runners.plugins.gateway import get_gateway
+from runners.protocol import RunRefused
 
 
 class Command(BaseCommand):

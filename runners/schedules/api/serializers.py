@@ -3,7 +3,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from ledger.models import AgentRun
-from runners.execution.protocol import EventInput
+from runners.protocol import EventInput
 from runners.schedules import services
 from runners.schedules.models import Schedule
 

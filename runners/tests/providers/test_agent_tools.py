@@ -16,10 +16,10 @@ from channels.testing import WebsocketCommunicator
 from accounts.tokens import token_pair
 from langhost.asgi import application
 from ledger.models import AgentRun, AgentRunEvent, Conversation, RunStatus
-from runners.execution.protocol import AgentBinding
 from runners.execution.tool_grants import tool_grants
 from runners.hostapi import tool_api
 from runners.models import LLM_AGENT_RUNNER_ID, McpServer, RunnerDescriptor
+from runners.protocol import AgentBinding
 from runners.runtime.host import HostError
 from runners.tests.conversation_fixtures import conversations_url, read_body
 from runners.tests.tools.conftest import SERVER, close_process_sessions  # noqa: F401

@@ -8,8 +8,8 @@ from ledger.services import runs as ledger
 from runners.execution import context
 from runners.execution.builtins import BUILTIN_RUNNERS
 from runners.execution.grants import model_grants
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.models import LLM_AGENT_RUNNER_ID, RunnerDescriptor
+from runners.protocol import AgentBinding, AgentEventEnvelope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,9 +12,9 @@ from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, ModelCall
 from runners.execution.orchestrator import Orchestrator
-from runners.execution.protocol import AgentBinding, AgentEventEnvelope
 from runners.hostapi.model_api import VERSION
 from runners.plugins.gateway import LocalGateway
+from runners.protocol import AgentBinding, AgentEventEnvelope
 from runners.tests.conftest import plugins_dir_with
 from tests.fake_providers import Reply
 

@@ -10,6 +10,11 @@ from typing import Any, Literal
 from langbot_plugin.api.entities.builtin.runner.interaction import InteractionSubmission
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runners.models import MultitaskStrategy
+
+# What LangHost calls itself to runners and models (LangBot's `langbot_version`, a
+# model call's client name).
+HOST_NAME = "langhost"
 TRIGGER_SOURCES = {"platform", "webui", "api", "scheduler", "system", "host_adapter"}
 STATE_SCOPES = ("conversation", "actor", "subject", "runner")
 StateScopeName = Literal["conversation", "actor", "subject", "runner"]
@@ -153,3 +158,28 @@ class AgentBinding(BaseModel):
         if timeout is None or timeout <= 0:
             return None
         return float(timeout)
+
+
+class RunRefused(Exception):
+    """The run could not start (unknown runner, bad binding); nothing was recorded."""
+
+
+class ConversationBusy(RunRefused):
+    """The conversation has an active run, `run_id`, and the message's strategy is `reject`."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"The conversation is busy with run {run_id}; its strategy rejects "
+                         "another message meanwhile.")
+
+
+# What a message does when its conversation has an active run: wait for it to end (enqueue),
+# be refused (reject), cancel it and then run (interrupt), or join it (steer: for runners
+# that declare steering).
+ENQUEUE, REJECT, INTERRUPT, STEER = (MultitaskStrategy.ENQUEUE.value, MultitaskStrategy.REJECT.value,
+                                     MultitaskStrategy.INTERRUPT.value, MultitaskStrategy.STEER.value)
+MULTITASK_STRATEGIES = (ENQUEUE, REJECT, INTERRUPT, STEER)
+
+
+def new_run_id() -> str:
+    return str(uuid.uuid4())
