@@ -125,7 +125,8 @@ def echo_runtime(data_dir: Path):
 async def bare_round_trip(gateway):
     """One echo run straight over the runtime link, sent the context the orchestrator builds
     for the same event: the yardstick of every benchmark here."""
-    from runners.execution import context, registry
+    from runners.execution import context
+    from runners.plugins import registry
     from runners.protocol import AgentBinding
 
     binding = AgentBinding(**ECHO_BINDING)

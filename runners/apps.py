@@ -8,7 +8,7 @@ def store_builtin_runners(sender, apps=None, **kwargs):
             apps.get_model("runners", "RunnerDescriptor")
     except LookupError:  # migrated back to before descriptors existed
         return
-    from runners.execution.registry import ensure_builtins_sync
+    from runners.plugins.registry import ensure_builtins_sync
 
     ensure_builtins_sync()
 

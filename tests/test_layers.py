@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = ("runners", "ledger", "accounts", "langhost")
 # The layers below the engine: they may act on a run only through its handle.
 BELOW_THE_ENGINE = ("runners.hostapi", "runners.providers", "runners.tools", "runners.runtime",
-                    "runners.execution.builtins", "runners.execution.llm_agent", "ledger")
+                    "runners.agent.builtins", "runners.agent.llm_agent", "ledger")
 ORCHESTRATOR = "runners.execution.orchestrator"
 
 

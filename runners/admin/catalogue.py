@@ -11,9 +11,8 @@ from runners.admin import pickers
 from runners.admin.secret_fields import show_config_without_secrets
 from runners.catalogue import runner_config, services, tree_diagram
 from runners.catalogue.agent_routing import TreeError
+from runners.catalogue.bindings import to_protocol
 from runners.catalogue.trees import build_tree, validate_trees
-from runners.execution.bindings import to_protocol
-from runners.execution.registry import runner_choices
 from runners.knowledge.models import KnowledgeBase
 from runners.models import (
     AgentInstance,
@@ -24,6 +23,7 @@ from runners.models import (
     RunnerDescriptor,
     SubAgent,
 )
+from runners.plugins.registry import runner_choices
 from runners.providers import lookup
 from runners.skills.models import Skill
 

@@ -5,7 +5,7 @@ the LangBot debug action, `manage.py run_agent` — asks this module. It decides
 order and before anything is written: may the caller see the agent (or run a runner
 directly), is the conversation the caller's own, does the agent take messages (paused,
 terminated), which agent of its tree answers, which binding and runner answer for it
-(`runners.execution.bindings`), is that runner available. It raises a refusal from
+(`runners.catalogue.bindings`), is that runner available. It raises a refusal from
 `runners.conversations.exceptions` otherwise; each edge maps it to its own answer.
 
 What it hands back is a `PreparedRun`; `execute(prepared)` then streams the run through the
@@ -40,6 +40,7 @@ from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as run_selectors
 from ledger.services import conversations as conversation_services
 from ledger.state_keys import StateIdentity
+from runners.catalogue import bindings
 from runners.catalogue.agent_routing import (
     AgentNode,
     AgentTree,
@@ -68,10 +69,10 @@ from runners.conversations.input import (
     build_input,
     new_invocation_id,
 )
-from runners.execution import bindings, registry
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
+from runners.plugins import registry
 from runners.plugins.gateway import get_gateway, require_runner_sync
 from runners.protocol import (
     ENQUEUE,

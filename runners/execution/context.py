@@ -9,7 +9,7 @@ longer on every hop to the runner.
 from langbot_plugin.api.entities.builtin.runner.context import RunnerContext
 
 from ledger.state_keys import scope_key
-from runners.execution.grants import NO_GRANTS, ModelGrants
+from runners.grants.llm import NO_GRANTS, ModelGrants
 from runners.models import RunnerDescriptor
 from runners.protocol import HOST_NAME, AgentBinding, AgentEventEnvelope
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from ledger.services import runs as ledger
 from runners.execution import context
-from runners.execution.grants import NO_GRANTS, ModelGrants
+from runners.grants.llm import NO_GRANTS, ModelGrants
 from runners.models import RunnerDescriptor
 from runners.observability import metrics
 from runners.protocol import AgentBinding, AgentEventEnvelope

@@ -22,27 +22,27 @@ from ledger.models import TERMINAL_STATUSES, EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import runs as ledger
 from ledger.services import state as runner_state
+from runners.agent import builtins, reply_files
 from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import (
     attachments,
-    builtins,
     context,
     deltas,
-    grants,
     interactions,
     journal,
-    registry,
-    reply_files,
     sequences,
     steering,
 )
 from runners.execution.journal import Journal
 from runners.execution.results import IDLE, Results, Stop, next_result
 from runners.execution.run import TOOL_CALL_TYPES, LocalRunHandle, RunMessage, RunState
-from runners.execution.tool_grants import tool_grants
-from runners.knowledge.grants import knowledge_grants
+from runners.grants.knowledge import knowledge_grants
+from runners.grants.llm import model_grants
+from runners.grants.skills import skill_grants
+from runners.grants.tools import tool_grants
 from runners.models import RunnerDescriptor
 from runners.observability import logs, metrics, tracing
+from runners.plugins import registry
 from runners.protocol import (
     INTERRUPT,
     REJECT,
@@ -56,7 +56,6 @@ from runners.protocol import (
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
-from runners.skills.grants import skill_grants
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +157,7 @@ class Orchestrator:
                              {"claimed_run_id": claimed_by, "event_id": event.event_id})
             return
         apis = context.available_apis(event, binding, descriptor)
-        models = await grants.model_grants(binding, descriptor)
+        models = await model_grants(binding, descriptor)
         tools = await tool_grants(binding, descriptor, f"{event.project_id}:{event.conversation_id}"
                                   if apis["box"] else None)
         knowledge = await knowledge_grants(binding, descriptor, event.project_id)

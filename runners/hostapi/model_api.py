@@ -14,7 +14,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ledger.models import RunStatus
-from runners.execution.grants import as_model_id
+from runners.grants.llm import as_model_id
 from runners.hostapi import run_api
 from runners.models import LLMModel
 from runners.protocol import HOST_NAME

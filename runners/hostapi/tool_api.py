@@ -20,8 +20,8 @@ import pydantic
 from langbot_plugin.api.entities.builtin.provider.message import ContentElement
 
 from ledger.models import RunStatus
-from runners.execution import reply_files, tool_calls
-from runners.execution.tool_grants import EVENT_REPLY
+from runners.agent import reply_files, tool_calls
+from runners.grants.tools import EVENT_REPLY
 from runners.hostapi import run_api
 from runners.runtime.host import HostError
 from runners.runtime.host_process import host_process

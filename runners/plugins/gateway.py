@@ -20,11 +20,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 
-from runners.execution import registry, tool_registry
 from runners.hostapi.host import DjangoHost, installation_for_sync
 from runners.knowledge import worker as knowledge_worker
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.plugins import folders
+from runners.plugins import folders, registry, tool_registry
 from runners.plugins.requirements import install_requirements
 from runners.runtime import liveness
 from runners.runtime.host_process import host_process

@@ -18,11 +18,11 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from runners.execution.registry import disable_plugin_runners_sync
 from runners.hostapi.host import installation_for_sync
 from runners.models import PluginInstallation
 from runners.plugins import folders
 from runners.plugins.gateway import apply_plugin_settings, instance_id
+from runners.plugins.registry import disable_plugin_runners_sync
 
 # Unpacked here first: the folder watch and the scan skip names starting with a dot.
 STAGING = ".incoming"

@@ -10,8 +10,8 @@ def register_builtin(monkeypatch, db):
     `run(context)` is an async generator of results (it is not handed the run's handle);
     `result(context, seq, type, data)` helps.
     """
-    from runners.execution import builtins
-    from runners.execution.registry import ensure_builtins_sync
+    from runners.agent import builtins
+    from runners.plugins.registry import ensure_builtins_sync
 
     def register(runner_id, run):
         monkeypatch.setitem(builtins.BUILTIN_RUNNERS, runner_id, {

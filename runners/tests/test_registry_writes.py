@@ -7,8 +7,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from runners.execution import registry
 from runners.models import RunnerDescriptor
+from runners.plugins import registry
 
 pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 

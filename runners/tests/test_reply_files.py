@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ledger.models import Artifact, Conversation
-from runners.execution.reply_files import _decoded
+from runners.agent.reply_files import _decoded
 from runners.models import AgentInstance, AgentType
 from runners.tests.conversation_fixtures import read_body
 

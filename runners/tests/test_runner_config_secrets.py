@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runners.admin.catalogue import AgentTypeForm
-from runners.execution.bindings import agent_runner_config, resolve
+from runners.catalogue.bindings import agent_runner_config, resolve
 from runners.models import AgentType, Binding, RunnerDescriptor
 
 DIFY = "plugin:langbot-team/DifyAgent/default"

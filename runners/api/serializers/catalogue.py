@@ -3,9 +3,9 @@ import json
 from rest_framework import serializers
 
 from runners.catalogue import runner_config, services
-from runners.execution.registry import runner_availability
 from runners.knowledge.models import KnowledgeBase
 from runners.models import AgentInstance, AgentType, LLMModel
+from runners.plugins.registry import runner_availability
 from runners.providers.lookup import model_names, unknown_models
 from runners.skills.models import Skill
 from runners.webhooks import services as webhooks

@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.models import Project
 from ledger.models import ModelCall
-from runners.execution.bindings import implied_agent_binding, resolve
+from runners.catalogue.bindings import implied_agent_binding, resolve
 from runners.execution.orchestrator import Orchestrator
 from runners.knowledge import services
 from runners.knowledge.models import KnowledgeBase

@@ -16,7 +16,7 @@ from channels.testing import WebsocketCommunicator
 from accounts.tokens import token_pair
 from langhost.asgi import application
 from ledger.models import AgentRun, AgentRunEvent, Conversation, RunStatus
-from runners.execution.tool_grants import tool_grants
+from runners.grants.tools import tool_grants
 from runners.hostapi import tool_api
 from runners.models import LLM_AGENT_RUNNER_ID, McpServer, RunnerDescriptor
 from runners.protocol import AgentBinding

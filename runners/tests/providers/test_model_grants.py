@@ -5,9 +5,9 @@ from langbot_plugin.api.entities.builtin.runner.context import RunnerContext
 
 from ledger.models import AgentRun, ModelCall
 from ledger.services import runs as ledger
+from runners.agent.builtins import BUILTIN_RUNNERS
 from runners.execution import context
-from runners.execution.builtins import BUILTIN_RUNNERS
-from runners.execution.grants import model_grants
+from runners.grants.llm import model_grants
 from runners.models import LLM_AGENT_RUNNER_ID, RunnerDescriptor
 from runners.protocol import AgentBinding, AgentEventEnvelope
 

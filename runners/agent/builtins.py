@@ -26,7 +26,7 @@ async def echo(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
 async def llm_agent(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     """The agent type's persona answering through its models (see `llm_agent`)."""
     # Imported on the first LLM run: the provider SDKs take a second to load.
-    from runners.execution import llm_agent as agent
+    from runners.agent import llm_agent as agent
 
     async for item in agent.run(context, handle):
         yield item

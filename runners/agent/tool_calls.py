@@ -6,7 +6,7 @@ import json
 import time
 
 from runners.box import services as box_services
-from runners.execution import box_tools
+from runners.box import tools as box_tools
 from runners.models import McpServer, ToolDescriptor
 from runners.observability import metrics, tracing
 from runners.runtime.errors import RuntimeLinkError

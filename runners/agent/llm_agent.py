@@ -34,27 +34,28 @@ from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, Transcript, entry_text
 from ledger.services.artifacts import ArtifactError
-from runners.catalogue.agent_routing import (
-    TRANSFER_TOOL,
-    find_agent,
-    transfer_targets,
-)
-from runners.catalogue.trees import build_tree
-from runners.execution import box_tools, skill_tools, tool_approval, tool_calls
-from runners.execution.bindings import agent_runner_config
-from runners.execution.conversation_files import (
+from runners.agent import skill_tools, tool_approval, tool_calls
+from runners.agent.conversation_files import (
     LOAD_TOOL,
     MAX_IMAGES,
     VISION,
     ConversationFiles,
 )
-from runners.execution.knowledge_search import (
+from runners.agent.knowledge_search import (
     AUTO_CALL_ID,
     SEARCH_TOOL,
     KnowledgeSearch,
     SearchError,
 )
-from runners.execution.skill_tools import ACTIVATE_TOOL, Skills
+from runners.agent.skill_tools import ACTIVATE_TOOL, Skills
+from runners.box import tools as box_tools
+from runners.catalogue.agent_routing import (
+    TRANSFER_TOOL,
+    find_agent,
+    transfer_targets,
+)
+from runners.catalogue.bindings import agent_runner_config
+from runners.catalogue.trees import build_tree
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
 from runners.providers import tokens
 from runners.providers.calls import CallInfo

@@ -24,7 +24,7 @@ import logging
 
 from django.db.models import Q
 
-from runners.execution import box_tools
+from runners.box import tools as box_tools
 from runners.models import McpServer, RunnerDescriptor, ToolDescriptor
 from runners.protocol import AgentBinding
 from runners.tools.errors import ToolError

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from runners.execution.builtins import BUILTIN_RUNNERS
+from runners.agent.builtins import BUILTIN_RUNNERS
 from runners.models import PluginInstallation, RunnerDescriptor
 
 RUNNER_ID_RE = re.compile(r"^plugin:([^/\s]+)/([^/\s]+)/([^/\s]+)$")
