@@ -26,6 +26,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from accounts.channels_auth import TokenAuthMiddlewareStack  # noqa: E402
 from langhost.websockets import with_fallback  # noqa: E402
+from runners import work  # noqa: E402
 from runners.observability import tracing  # noqa: E402
 from runners.plugins.gateway import start_in_background  # noqa: E402
 from runners.routing import websocket_urlpatterns  # noqa: E402
@@ -41,6 +42,8 @@ router = ProtocolTypeRouter(
 
 async def application(scope, receive, send):
     # Daphne has no start-up hook for applications: the first connection starts the runtime
-    # (`manage.py serve` starts it with the process, and this is then a no-op).
+    # and the background work (`manage.py serve` starts both with the process, and this is
+    # then a no-op).
     start_in_background()
+    work.start_in_serving_process()
     await router(scope, receive, send)

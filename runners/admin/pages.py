@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from langbot_plugin.api.entities.builtin.runner.interaction import InteractionRequest
 
 from ledger.models import AgentRun, Conversation, Interaction
-from runners import safety
+from runners import safety, work
 from runners.admin.dashboard import dashboard_context
 from runners.box import server as box_server
 from runners.box import services as box_services
@@ -31,7 +31,7 @@ async def _runtime_status() -> dict:
 
 def runtime_status(request):
     """Mode, state, uptime, plugins, runners and the last error of the runtime link; the
-    sandbox box server and the conversations' workspaces."""
+    sandbox box server and the conversations' workspaces; this process's background work."""
     status = async_to_sync(_runtime_status)()
     uptime = status.get("uptime")
     context = {
@@ -44,6 +44,7 @@ def runtime_status(request):
         "box": box_server.status(),
         "confinement": safety.report(),
         "workspaces": box_services.workspaces()[:WORKSPACES_SHOWN],
+        "work": work.status(),
     }
     return TemplateResponse(request, "admin/runners/runtime_status.html", context)
 

@@ -3,7 +3,7 @@
 A background run goes on on this process's loop when its caller leaves. A queued run waits
 for its turn in its conversation in the process that received its message; when that
 process goes away (its lease runs out, or it is a process of this host that no longer runs),
-the process that owns work (`runners.conversations.work`) adopts it and starts it, its
+the process that owns work (`runners.work`) adopts it and starts it, its
 binding resolved again through the door.
 """
 

@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import transaction
 
 from runners.hostapi.host import DjangoHost, installation_for_sync
-from runners.knowledge import worker as knowledge_worker
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins import folders, registry, tool_registry
 from runners.plugins.requirements import install_requirements
@@ -31,7 +30,6 @@ from runners.runtime.link import RuntimeLink
 from runners.runtime.loop_bound import Gateway, submit
 from runners.runtime.sandbox import Sandbox, sandbox_for
 from runners.runtime.worker import ChannelGateway
-from runners.webhooks import worker as webhook_worker
 
 logger = logging.getLogger(__name__)
 
@@ -148,12 +146,6 @@ class LocalGateway:
         if settings.LANGHOST_RUNTIME_REFRESH_SECONDS > 0:
             self._spawn(self._refresh_forever())
         self._spawn(self._watch_plugins_forever())
-        if settings.LANGHOST_REAP_STALE_RUNS:
-            self._spawn(self._reap_forever())  # the runtime's owner fails runs that died
-        if settings.LANGHOST_KNOWLEDGE_INGESTION:
-            self._spawn(self._ingest_forever())  # and ingests knowledge documents
-        if settings.LANGHOST_WEBHOOK_DELIVERY:
-            self._spawn(self._deliver_forever())  # and delivers webhooks
 
     async def stop(self) -> None:
         # A deliberate stop is not an outage: descriptors keep their availability.
@@ -166,18 +158,6 @@ class LocalGateway:
             await asyncio.wait(pending, timeout=0.5)
         await self.link.stop()
         self._started = self._stopping = False
-
-    async def _reap_forever(self) -> None:
-        await self.database_ready.wait()
-        await liveness.reap_forever()
-
-    async def _deliver_forever(self) -> None:
-        await self.database_ready.wait()
-        await webhook_worker.deliver_forever()
-
-    async def _ingest_forever(self) -> None:
-        await self.database_ready.wait()
-        await knowledge_worker.ingest_forever()
 
     async def _prepare_plugins(self) -> None:
         """Before each runtime start: install the plugins' requirements, then hand the runtime

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 
 from langhost.base.process_memory import settle_after_startup
 from langhost.base.startup_lock import apply_migrations
-from runners.conversations import work
+from runners import work
 from runners.observability import tracing
 from runners.plugins.gateway import LocalGateway
 from runners.runtime import RuntimeLinkError, health_server, worker
@@ -88,8 +88,9 @@ class Command(BaseCommand):
                               f"{len(stored)} plugin runner(s): "
                               + ", ".join(d.pk for d in stored))
             self.stdout.flush()  # a pipe (service manager, test) sees the line now
-            work.start()  # queued runs whose process went away, schedules
+            work.start()
             await asyncio.to_thread(settle_after_startup)
             await worker.serve(local, get_channel_layer())  # on this loop: no hand-over
         finally:
+            await work.stop()
             await gateway.stop()

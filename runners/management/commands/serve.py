@@ -87,8 +87,8 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from twisted.internet import reactor
 
     from langhost.asgi import application
+    from runners import work
     from runners.box.server import stop_box_server
-    from runners.conversations import work
     from runners.runtime.host_process import host_process
 
     _pass_bodies_through(http_protocol.WebRequest)
@@ -127,8 +127,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
             server.stop()
             return
         database_ready.set()
-        if not settings.LANGHOST_RUNTIME_WORKER:  # else the runtime workers do it
-            work.start()
+        work.start_in_serving_process()
         # Once requests are answered: the first ones need not wait for it.
         await asyncio.to_thread(settle_after_startup)
 
@@ -140,6 +139,7 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
         except Exception:  # the database away, say: the runs' leases end them later
             logger.exception("ending the runs in flight failed; stopping anyway")
         finally:
+            await work.stop()
             await stop_box_server()
             # MCP servers end now, not at the process's exit (its loop would be stopped).
             await host_process().close_resources(SHUTDOWN_GRACE_SECONDS)

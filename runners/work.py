@@ -1,0 +1,150 @@
+"""Work no request asks for, started, stopped and shown by this module alone.
+
+The process that owns work (the serving process on the embedded default; past one process,
+each runtime worker) runs one loop for each of: failing runs whose process died (the
+reaper), ingesting knowledge documents, delivering webhooks, starting queued runs whose
+process went away, firing schedules and, with `LANGHOST_LEDGER_RETENTION_DAYS`, pruning the
+ledger once an hour. Each loop has its own setting to turn it off. Every process may run them
+at once: each step claims what it takes in the database first.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+from ledger.services import retention
+from runners.conversations import background
+from runners.knowledge import worker as knowledge_worker
+from runners.runtime import liveness
+from runners.schedules import services as schedules
+from runners.webhooks import worker as webhook_worker
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+# Ledger retention runs at most this often in a process.
+PRUNE_EVERY_SECONDS = 3600
+
+
+def _every_poll(step: Callable[[], Awaitable], what: str) -> Callable[[], Awaitable[None]]:
+    async def forever() -> None:
+        while True:
+            try:
+                await liveness.recycle_db_connections()
+                await step()
+            except Exception:  # the database away, say: the next round tries again
+                logger.exception("%s failed", what)
+            await asyncio.sleep(POLL_SECONDS)
+    return forever
+
+
+def _prune(limit) -> retention.Pruned:
+    try:
+        pruned = retention.prune(limit)
+        if pruned.runs:
+            retention.reclaim_space()
+        return pruned
+    finally:
+        close_old_connections()  # this thread's connection is not a request's
+
+
+async def _prune_when_due(pruned_at: list[float]) -> None:
+    limit = retention.cutoff()
+    now = time.monotonic()
+    if limit is None or (pruned_at and now - pruned_at[-1] < PRUNE_EVERY_SECONDS):
+        return
+    pruned_at[:] = [now]
+    # On a thread of its own: the process's shared sync thread keeps serving runs meanwhile.
+    pruned = await sync_to_async(_prune, thread_sensitive=False)(limit)
+    if pruned.runs:
+        logger.info("retention: removed %d run(s) created before %s", pruned.runs,
+                    limit.isoformat())
+
+
+async def _prune_forever() -> None:
+    pruned_at: list[float] = []
+    await _every_poll(lambda: _prune_when_due(pruned_at), "pruning the ledger")()
+
+
+@dataclass
+class Loop:
+    name: str
+    setting: str
+    what: str
+    run: Callable[[], Awaitable[None]]
+    task: asyncio.Task | None = field(default=None, repr=False)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(getattr(settings, self.setting))
+
+    def state(self) -> str:
+        if self.task is None:
+            return "running elsewhere" if settings.LANGHOST_RUNTIME_WORKER else (
+                "not started" if self.enabled else f"off ({self.setting})")
+        if not self.task.done():
+            return "running"
+        if self.task.cancelled():
+            return "stopped"
+        return f"failed: {self.task.exception()!r}"
+
+
+LOOPS = (
+    Loop("reaper", "LANGHOST_REAP_STALE_RUNS",
+         "fails the runs whose process stopped renewing their lease", liveness.reap_forever),
+    Loop("knowledge ingestion", "LANGHOST_KNOWLEDGE_INGESTION",
+         "parses and embeds queued knowledge documents", knowledge_worker.ingest_forever),
+    Loop("webhook delivery", "LANGHOST_WEBHOOK_DELIVERY",
+         "sends due webhook deliveries", webhook_worker.deliver_forever),
+    Loop("queued runs", "LANGHOST_BACKGROUND_WORK",
+         "starts queued runs whose process went away",
+         _every_poll(background.resume_orphaned_runs, "starting orphaned runs")),
+    Loop("schedules", "LANGHOST_BACKGROUND_WORK", "fires due schedules",
+         _every_poll(schedules.fire_due, "firing schedules")),
+    Loop("ledger pruning", "LANGHOST_BACKGROUND_WORK",
+         "removes ended runs past LANGHOST_LEDGER_RETENTION_DAYS, hourly", _prune_forever),
+)
+
+
+_started = False
+
+
+def start() -> None:
+    """Start each enabled loop on the running event loop, once per process."""
+    global _started
+    if _started:
+        return
+    _started = True
+    loop = asyncio.get_running_loop()
+    for each in LOOPS:
+        if each.enabled:
+            each.task = loop.create_task(each.run(), name=f"work: {each.name}")
+
+
+def start_in_serving_process() -> None:
+    """`start()`, unless runtime workers own the work (`LANGHOST_RUNTIME_WORKER`)."""
+    if not settings.LANGHOST_RUNTIME_WORKER:
+        start()
+
+
+async def stop() -> None:
+    global _started
+    _started = False
+    tasks = [each.task for each in LOOPS if each.task is not None]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for each in LOOPS:
+        each.task = None
+
+
+def status() -> list[dict]:
+    """Each loop's name, what it does, its setting and its state in this process."""
+    return [{"name": each.name, "what": each.what, "setting": each.setting,
+             "state": each.state()} for each in LOOPS]
