@@ -43,6 +43,7 @@ async def main(runs: int, data_dir: Path) -> None:
 
     from accounts.models import Project, User
     from runners.conversations import services as door
+    from runners.conversations.callers import Caller
     from runners.execution.orchestrator import Orchestrator
     from runners.models import (
         LLM_AGENT_RUNNER_ID,
@@ -73,7 +74,7 @@ async def main(runs: int, data_dir: Path) -> None:
         # The binding the door prepares for a message to this agent (once: the benchmark
         # measures the run, not the request's checks).
         prepared = await sync_to_async(door.prepare_agent_run)(
-            door.Caller.operator(), agent_id=agent.pk, event_input={"text": "bench"})
+            Caller.operator(), agent_id=agent.pk, event_input={"text": "bench"})
         agent_binding = prepared.binding
         orchestrator = Orchestrator(gateway)
 

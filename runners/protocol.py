@@ -15,6 +15,8 @@ from runners.models import MultitaskStrategy
 # What LangHost calls itself to runners and models (LangBot's `langbot_version`, a
 # model call's client name).
 HOST_NAME = "langhost"
+# The event a message is: what a conversation's messages start, LangBot's own type for it.
+MESSAGE_EVENT = "message.received"
 TRIGGER_SOURCES = {"platform", "webui", "api", "scheduler", "system", "host_adapter"}
 STATE_SCOPES = ("conversation", "actor", "subject", "runner")
 StateScopeName = Literal["conversation", "actor", "subject", "runner"]

@@ -20,6 +20,14 @@ def get(client_id: str, *, user_id: str, agent_id: str | None = None) -> Convers
     return rows.order_by("id").first()
 
 
+def latest_entries(conversation_id: str, limit: int) -> list[tuple]:
+    """The conversation's last `limit` transcript entries, oldest first, as
+    `(author, role, content_json)`."""
+    rows = (Transcript.objects.filter(conversation_id=conversation_id).order_by("-id")
+            .values_list("author", "role", "content_json")[:limit])
+    return list(reversed(rows))
+
+
 def owned_by(user_id: str, client_id: str):
     """The user's conversations of that id, with any agent (the WebSocket door names none)."""
     return Conversation.objects.filter(client_id=client_id, user_id=user_id).order_by("id")

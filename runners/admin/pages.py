@@ -15,7 +15,7 @@ from runners.admin.dashboard import dashboard_context
 from runners.box import server as box_server
 from runners.box import services as box_services
 from runners.conversations import background, forks, interactions, selectors
-from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import Refused
 from runners.models import AgentInstance, PluginInstallation, RunnerDescriptor
 from runners.plugins.gateway import get_gateway
@@ -93,7 +93,7 @@ def answer_interaction(request, conversation_pk, interaction_pk):
     fields = InteractionRequest.model_validate(question.request_json).fields
     try:
         prepared = interactions.prepare_answer(
-            door.Caller(request.user), agent_id=conversation.agent_id,
+            Caller(request.user), agent_id=conversation.agent_id,
             conversation_id=conversation.client_id, interaction_id=question.interaction_id,
             action_id=request.POST.get("action_id") or None, source="admin",
             values={field.id: _posted(request.POST, field) for field in fields
@@ -113,7 +113,7 @@ def fork_conversation(request, conversation_pk, entry_pk):
     conversation = get_object_or_404(Conversation, pk=conversation_pk,
                                      user_id=str(request.user.pk))
     try:
-        forked = forks.fork(door.Caller(request.user), agent_id=conversation.agent_id,
+        forked = forks.fork(Caller(request.user), agent_id=conversation.agent_id,
                             project_id=None, conversation_id=conversation.client_id,
                             entry_id=entry_pk)
     except Refused as exc:
@@ -132,7 +132,7 @@ def rerun_conversation(request, conversation_pk, entry_pk):
     text = request.POST.get("text")
     try:
         prepared, forked = forks.prepare_rerun(
-            door.Caller(request.user), agent_id=conversation.agent_id, project_id=None,
+            Caller(request.user), agent_id=conversation.agent_id, project_id=None,
             conversation_id=conversation.client_id, entry_id=entry_pk,
             text=text if text not in (None, "") else None)
     except Refused as exc:

@@ -16,6 +16,7 @@ STATUS_FOR = {
     refusals.StorageFailed: status.HTTP_503_SERVICE_UNAVAILABLE,
     refusals.AlreadyAnswered: status.HTTP_409_CONFLICT,
     refusals.Expired: status.HTTP_410_GONE,
+    refusals.AlreadyEnded: status.HTTP_422_UNPROCESSABLE_ENTITY,
 }
 
 
@@ -36,6 +37,7 @@ class RefusedError(exceptions.APIException):
         super().__init__(refusal.detail)
         self.status_code = status_for(refusal)
         self.field = refusal.field if isinstance(refusal, refusals.InvalidInput) else None
+        self.current_status = getattr(refusal, "current_status", None)
 
 
 def exception_handler(exc, context):
@@ -44,8 +46,11 @@ def exception_handler(exc, context):
     elif isinstance(exc, refusals.Refused):
         exc = RefusedError(exc)
     response = envelope_exception_handler(exc, context)
-    if response is not None and isinstance(exc, RefusedError) and exc.field:
-        response.data["errors"] = {exc.field: [str(exc.detail)]}
+    if response is not None and isinstance(exc, RefusedError):
+        if exc.field:
+            response.data["errors"] = {exc.field: [str(exc.detail)]}
+        if exc.current_status:
+            response.data["current_status"] = exc.current_status
     return response
 
 

@@ -16,6 +16,7 @@ from ledger.models import AgentRun, RunStatus
 from ledger.selectors import runs as run_selectors
 from ledger.services import runs as ledger
 from runners.conversations import services as door
+from runners.conversations import targets
 from runners.conversations.exceptions import Refused
 from runners.models import AgentInstance
 from runners.protocol import ENQUEUE, AgentEventEnvelope
@@ -98,9 +99,9 @@ def _prepared_again(run: AgentRun) -> door.PreparedRun:
     if not event or agent is None:
         raise ValueError("only an agent's queued message is started elsewhere")
     door.require_taking_messages(agent)
-    tree, node = door.answering_node(agent, run.conversation_id)
-    binding = door.node_binding(agent, tree, node, run.conversation_id)
-    door.require_runner(binding.runner_id)  # what it takes was checked when it came
+    tree, node = targets.answering_node(agent, run.conversation_id)
+    binding = targets.node_binding(agent, tree, node, run.conversation_id)
+    targets.require_runner(binding.runner_id)  # what it takes was checked when it came
     return door.PreparedRun(event=AgentEventEnvelope.model_validate(event), binding=binding,
                             run_id=run.run_id, agent=agent, agent_name=node.name,
                             multitask=ENQUEUE, queued=True)

@@ -61,3 +61,11 @@ class AlreadyAnswered(Refused):
 
 class Expired(Refused):
     """The interaction expired before it was answered."""
+
+
+class AlreadyEnded(Refused):
+    """The run ended before it could be cancelled; `current_status` says how."""
+
+    def __init__(self, detail: str, *, current_status: str):
+        super().__init__(detail)
+        self.current_status = current_status

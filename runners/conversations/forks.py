@@ -15,6 +15,8 @@ Both go through the door's own checks (`services.find_agent`, `find_conversation
 from ledger.models import Conversation, Transcript
 from ledger.services import conversations
 from runners.conversations import services as door
+from runners.conversations import targets
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import InvalidInput
 from runners.conversations.input import Part
 
@@ -27,17 +29,17 @@ def _entry(conversation: Conversation, entry_id: int) -> Transcript:
     return entry
 
 
-def fork(caller: door.Caller, *, agent_id, project_id, conversation_id: str, entry_id: int,
+def fork(caller: Caller, *, agent_id, project_id, conversation_id: str, entry_id: int,
          title: str = "") -> Conversation:
     """The conversation as it was at `entry_id` (that entry included), as a new one."""
     agent = door.find_agent(caller, agent_id, project_id)
     conversation = door.find_conversation(caller, agent, conversation_id)
     entry = _entry(conversation, entry_id)
-    return conversations.fork(conversation, entry.pk, door.state_identity(agent, conversation),
+    return conversations.fork(conversation, entry.pk, targets.state_identity(agent, conversation),
                               title=title or _fork_title(conversation, "Fork"))
 
 
-def prepare_rerun(caller: door.Caller, *, agent_id, project_id, conversation_id: str,
+def prepare_rerun(caller: Caller, *, agent_id, project_id, conversation_id: str,
                   entry_id: int, text: str | None = None,
                   artifact_url: str | None = None) -> tuple[door.PreparedRun, Conversation]:
     """The run that answers the user message at (or answered by) `entry_id` again, in a fork
@@ -57,7 +59,7 @@ def prepare_rerun(caller: door.Caller, *, agent_id, project_id, conversation_id:
     before = Transcript.objects.filter(conversation_id=conversation.conversation_id,
                                        pk__lt=asked.pk).order_by("-pk").values_list(
         "pk", flat=True).first()
-    forked = conversations.fork(conversation, before, door.state_identity(agent, conversation),
+    forked = conversations.fork(conversation, before, targets.state_identity(agent, conversation),
                                 title=_fork_title(conversation, "Re-run"))
     prepared = door.prepare_agent_run(
         caller, agent_id=agent_id, project_id=project_id, conversation_id=forked.client_id,

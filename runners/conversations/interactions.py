@@ -22,6 +22,8 @@ from ledger.services import interactions as ledger
 from runners.catalogue.agent_routing import find_agent
 from runners.catalogue.trees import build_tree
 from runners.conversations import services as door
+from runners.conversations import targets
+from runners.conversations.callers import Caller, idempotency_key, take_run_start
 from runners.conversations.exceptions import AlreadyAnswered, Expired, InvalidInput, NotFound
 from runners.execution.interactions import token_hash
 from runners.protocol import ENQUEUE, AgentEventEnvelope, new_run_id
@@ -29,7 +31,7 @@ from runners.protocol import ENQUEUE, AgentEventEnvelope, new_run_id
 MAX_VALUE_CHARS = 20_000
 
 
-def prepare_answer(caller: door.Caller, *, agent_id, project_id=None, conversation_id: str,
+def prepare_answer(caller: Caller, *, agent_id, project_id=None, conversation_id: str,
                    interaction_id: str, token: str | None = None, action_id: str | None = None,
                    values: dict | None = None, source: str = "api") -> door.PreparedRun:
     """The run an answer starts, the answer recorded (nothing is, when refused). A `token`
@@ -51,15 +53,15 @@ def prepare_answer(caller: door.Caller, *, agent_id, project_id=None, conversati
                       interaction.request_json), action_id, values or {}),
                   "submitted_at": int(time.time())}
     door.require_taking_messages(agent)
-    door.take_run_start(caller)
+    take_run_start(caller)
     tree = build_tree(agent.agent_type)
     node = find_agent(tree.root, interaction.agent_name) or tree.root
-    binding = door.node_binding(agent, tree, node, conversation.conversation_id)
-    door.require_runner(binding.runner_id)  # the runner that asked takes the answer
+    binding = targets.node_binding(agent, tree, node, conversation.conversation_id)
+    targets.require_runner(binding.runner_id)  # the runner that asked takes the answer
     event_id = f"evt-{uuid.uuid4()}"
     event = AgentEventEnvelope(
         event_id=event_id, event_type=INTERACTION_SUBMITTED_EVENT,
-        idempotency_key=door.idempotency_key(caller, f"agent:{agent.pk}", event_id),
+        idempotency_key=idempotency_key(caller, f"agent:{agent.pk}", event_id),
         conversation_id=conversation.conversation_id, project_id=str(agent.project_id),
         agent_id=str(agent.pk), actor=caller.actor, source=source,
         input={"text": summary(interaction, submission), "interaction": submission},

@@ -16,51 +16,32 @@ caller used is a different event, and a conversation id names only the caller's 
 conversation with that agent.
 """
 
-import fnmatch
-import hashlib
 import logging
-import math
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.utils import timezone
-from langbot_plugin.api.entities.builtin.runner.interaction import INTERACTION_SUBMITTED_EVENT
-from rest_framework.throttling import UserRateThrottle
 
 from ledger import wire
-from ledger.models import AgentRun, Conversation, Transcript
+from ledger.models import AgentRun, Conversation
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as run_selectors
 from ledger.services import conversations as conversation_services
-from ledger.state_keys import StateIdentity
 from runners.catalogue import bindings
-from runners.catalogue.agent_routing import (
-    AgentNode,
-    AgentTree,
-    Entry,
-    TreeError,
-    find_agent_to_run,
-    transfer_targets,
-)
-from runners.catalogue.trees import build_tree
 from runners.conversations import selectors
+from runners.conversations.callers import Caller, idempotency_key, take_run_start
 from runners.conversations.exceptions import (
     AgentPaused,
     AgentTerminated,
+    AlreadyEnded,
     Forbidden,
     InvalidInput,
     NotFound,
-    RunnerUnavailable,
     StorageFailed,
-    TooManyRuns,
-    Unroutable,
 )
 from runners.conversations.input import (
     ArtifactScope,
@@ -69,67 +50,33 @@ from runners.conversations.input import (
     build_input,
     new_invocation_id,
 )
+from runners.conversations.targets import (
+    answering_node,
+    message_text,
+    multitask_strategy,
+    node_binding,
+    platform_event_data,
+    require_available,
+    require_no_answer,
+    require_usage,
+)
 from runners.execution.orchestrator import Orchestrator
 from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
 from runners.plugins import registry
-from runners.plugins.gateway import get_gateway, require_runner_sync
-from runners.protocol import (
-    ENQUEUE,
-    MULTITASK_STRATEGIES,
-    STEER,
-    AgentBinding,
-    AgentEventEnvelope,
-    new_run_id,
-)
+from runners.plugins.gateway import get_gateway
+from runners.protocol import MESSAGE_EVENT, AgentBinding, AgentEventEnvelope, new_run_id
 from runners.webhooks import services as webhooks
 from runners.webhooks import worker as webhook_worker
 
 logger = logging.getLogger(__name__)
 
-HISTORY_LIMIT = 500
-MESSAGE_EVENT = "message.received"
 
 
 # --- who is asking --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Caller:
-    """A signed-in user, or the operator at the machine's command line (trusted like a
-    superuser)."""
-
-    user: object | None = None
-
-    @classmethod
-    def operator(cls) -> "Caller":
-        return cls(None)
-
-    @property
-    def is_superuser(self) -> bool:
-        return self.user is None or self.user.is_superuser
-
-    @property
-    def actor(self) -> dict:
-        if self.user is None:
-            return {"actor_type": "operator", "actor_id": "cli", "actor_name": "operator"}
-        # What the runner may know of the user (it may pass it on to a model provider): their
-        # name, not their e-mail, unless LANGHOST_RUNNERS_SEE_EMAIL.
-        name = (self.user.email if settings.LANGHOST_RUNNERS_SEE_EMAIL
-                else f"{self.user.first_name} {self.user.last_name}".strip() or None)
-        return {"actor_type": "user", "actor_id": str(self.user.pk), "actor_name": name}
 
 
-def idempotency_key(caller: Caller, target: str, client_key: str | None) -> str | None:
-    """The ledger's idempotency key for a caller's event id: the id, made the caller's own.
-
-    The same id from another caller, or for another agent or runner, is another event.
-    """
-    if not client_key:
-        return None
-    actor = caller.actor
-    digest = hashlib.sha256(
-        f"{actor['actor_type']}:{actor['actor_id']}|{target}".encode()).hexdigest()[:16]
-    return f"{client_key}~{digest}"
 
 
 # --- what the door hands back ---------------------------------------------------------------
@@ -178,23 +125,8 @@ class PreparedRun:
 
 # --- agent runs -----------------------------------------------------------------------------
 
-class RunStartThrottle(UserRateThrottle):
-    """A user's run starts, by whichever door: so many a second (`LANGHOST_RUNS_PER_USER`),
-    counted in the cache (with Redis, across processes). Superusers and the operator are not
-    counted: they run the platform."""
-
-    scope = "run-starts"
 
 
-def take_run_start(caller: Caller) -> None:
-    """Count a run start of the caller's, or refuse it (nothing written) past their rate."""
-    if caller.is_superuser:
-        return
-    throttle = RunStartThrottle()
-    if not throttle.allow_request(SimpleNamespace(user=caller.user), None):
-        wait = math.ceil(throttle.wait() or 1)
-        raise TooManyRuns(f"Too many runs started; the next may start in {wait} s.",
-                          retry_after=wait)
 
 
 def find_agent(caller: Caller, agent_id, project_id=None) -> AgentInstance:
@@ -226,171 +158,34 @@ def require_taking_messages(agent: AgentInstance) -> None:
         raise AgentTerminated(f"Agent '{agent.name}' is terminated; it takes no more messages.")
 
 
-def entry_for(author: str, role: str, content_json) -> Entry:
-    """What routing needs from one transcript entry: its author and function call ids."""
-    message = content_json if isinstance(content_json, dict) else {}
-    calls = [call.get("id") for call in message.get("tool_calls") or []
-             if isinstance(call, dict) and call.get("id")]
-    responses = [message["tool_call_id"]] if role == "tool" and message.get("tool_call_id") else []
-    content = message.get("content")
-    for part in content if isinstance(content, list) else []:
-        if isinstance(part, dict) and part.get("id"):
-            if part.get("type") == "function_call":
-                calls.append(part["id"])
-            elif part.get("type") == "function_response":
-                responses.append(part["id"])
-    return Entry(author=author or "", function_calls=tuple(calls),
-                 function_responses=tuple(responses))
 
 
-def history(conversation_id: str) -> list[Entry]:
-    """The conversation's recent entries, oldest first, as routing reads them."""
-    rows = (Transcript.objects.filter(conversation_id=conversation_id).order_by("-id")
-            .values_list("author", "role", "content_json")[:HISTORY_LIMIT])
-    return [entry_for(*row) for row in reversed(rows)]
 
 
-def answering_node(agent: AgentInstance, conversation_id: str | None) -> tuple[AgentTree, AgentNode]:
-    """The instance's tree and its agent that answers the next message of the conversation."""
-    try:
-        tree = build_tree(agent.agent_type)
-        return tree, find_agent_to_run(tree, history(conversation_id) if conversation_id else [])
-    except TreeError as exc:
-        raise Unroutable(f"The agent tree of '{agent.agent_type.name}' is invalid: {exc}") from exc
 
 
-def agent_binding(agent: AgentInstance, conversation_id: str | None = None,
-                  timeout: float | None = None) -> AgentBinding:
-    """The agent's binding for a conversation (most specific `Binding` row, else its type's)."""
-    try:
-        return bindings.resolve(agent=agent, conversation_id=conversation_id, timeout=timeout)
-    except bindings.BindingError as exc:
-        raise Unroutable(str(exc)) from exc
 
 
-def node_binding(agent: AgentInstance, tree: AgentTree, node: AgentNode,
-                 conversation_id: str | None = None, timeout: float | None = None) -> AgentBinding:
-    """The root runs with the agent's binding; a sub-agent with the same binding identity and
-    policies, and its own type's runner and config. The config names the agents the answering
-    one may hand the turn to (`transfer_to_agent`)."""
-    binding = agent_binding(agent, conversation_id, timeout)
-    if node.type_id is not None and node.type_id != str(agent.agent_type_id):
-        node_type = AgentType.objects.get(pk=node.type_id)
-        config = bindings.agent_runner_config(node_type)
-        if timeout is not None:
-            config["timeout"] = timeout
-        binding = binding.model_copy(update={"runner_id": node_type.runner_id,
-                                             "runner_config": config})
-    binding.runner_config = {**binding.runner_config, "transfer_targets": [
-        {"name": target.name, "description": target.description}
-        for target in transfer_targets(tree, node)]}
-    return binding
 
 
-def state_identity(agent: AgentInstance, conversation: Conversation | None = None) -> StateIdentity:
-    """The runner state a conversation with this agent reads and writes (its root binding)."""
-    binding = agent_binding(agent, conversation.conversation_id if conversation else None)
-    return StateIdentity(runner_id=binding.runner_id, binding_identity=binding.binding_id)
 
 
-def require_runner(runner_id: str):
-    """The runner's descriptor, if it is available."""
-    try:
-        return require_runner_sync(runner_id)
-    except registry.RunnerNotFound as exc:
-        raise RunnerUnavailable(f"{exc} The agent cannot answer until it is.") from exc
 
 
-def require_available(runner_id: str, event_type: str):
-    """The runner's descriptor, if it is available and takes this event."""
-    descriptor = require_runner(runner_id)
-    require_usage(descriptor, event_type)
-    return descriptor
 
 
-def require_no_answer(event_type: str, event_input: dict | None) -> None:
-    """An answer to a question is given at its own door (`interactions.prepare_answer`),
-    which takes it once: no other door passes one on."""
-    if event_type == INTERACTION_SUBMITTED_EVENT:
-        raise InvalidInput("Answer a run's question at .../conversations/{id}/interactions/"
-                           "{interaction_id}.", field="event")
-    if (event_input or {}).get("interaction") is not None:
-        raise InvalidInput("input.interaction is given by LangHost when a question is "
-                           "answered, not by a caller.", field="input")
 
 
-def answers_messages(descriptor) -> bool:
-    """Whether the runner is declared for `agent` usage: it answers messages as such."""
-    return "agent" in (descriptor.usages or ["agent"])
 
 
-def takes_event(descriptor, event_type: str) -> bool:
-    """Whether the runner is declared for `event` usage and for this event (`spec.events`)."""
-    return "event" in (descriptor.usages or []) and any(
-        fnmatch.fnmatchcase(event_type, pattern)
-        for pattern in descriptor.supported_event_patterns or ["*"])
 
 
-def require_usage(descriptor, event_type: str) -> None:
-    """A message needs a runner declared for `agent` usage, or for `event` usage with
-    `message.received` among its events (LangBot's event runners, which a message reaches as
-    that platform event); any other event a runner declared for it."""
-    if event_type == MESSAGE_EVENT and answers_messages(descriptor):
-        return
-    if not takes_event(descriptor, event_type):
-        what = "messages" if event_type == MESSAGE_EVENT else f"'{event_type}' events"
-        raise InvalidInput(f"Runner '{descriptor.id}' is declared for {descriptor.usages} "
-                           f"usage and events {descriptor.supported_event_patterns}; it does "
-                           f"not take {what}.",
-                           field="input" if event_type == MESSAGE_EVENT else "event")
 
 
-def platform_event_data(descriptor, event_type: str, data: dict | None, *, text: str | None,
-                        event_id: str, actor: dict, conversation_id: str | None) -> dict:
-    """`event.data` as LangBot delivers it, where the SDK reads a platform event's `type`.
-
-    A platform event carries its type in its data. A message to a runner that takes it as an
-    event (not as an agent) is LangBot's `message.received` platform event: the text as its
-    message chain, the actor as its sender. A message to an agent gets only what its sender
-    gave.
-    """
-    data = dict(data or {})
-    if event_type != MESSAGE_EVENT:
-        return {"type": event_type, **data}
-    if answers_messages(descriptor) and "type" not in data:
-        return data
-    return {"type": MESSAGE_EVENT, "message_id": event_id,
-            "message_chain": [{"type": "Plain", "text": text}] if text else [],
-            "sender": {"id": actor.get("actor_id") or "",
-                       "nickname": actor.get("actor_name") or ""},
-            "chat_type": "private", "chat_id": conversation_id or actor.get("actor_id") or "",
-            "timestamp": time.time(), **data}
 
 
-def message_text(event_type: str, data: dict | None, event_input: dict | None) -> dict | None:
-    """A `message.received` event sent as an event: its message chain's text is the input."""
-    if event_type != MESSAGE_EVENT or (event_input or {}).get("text"):
-        return event_input
-    chain = (data or {}).get("message_chain") or []
-    texts = [part.get("text") for part in chain if isinstance(part, dict)
-             and part.get("type") == "Plain" and isinstance(part.get("text"), str)]
-    return {**(event_input or {}), "text": " ".join(texts)} if texts else event_input
 
 
-def multitask_strategy(agent_type: AgentType | None, descriptor, requested: str | None) -> str:
-    """What a message does while its conversation has an active run: the request's strategy,
-    else its agent type's, else `steer` for a runner that steers and `enqueue` for others."""
-    steers = bool((descriptor.capabilities or {}).get("steering"))
-    if requested and requested not in MULTITASK_STRATEGIES:
-        raise InvalidInput(f"'{requested}' is not one of {', '.join(MULTITASK_STRATEGIES)}.",
-                           field="multitask_strategy")
-    if requested == STEER and not steers:
-        raise InvalidInput(f"Runner '{descriptor.id}' does not declare steering: a message "
-                           "cannot join its active run.", field="multitask_strategy")
-    chosen = requested or (agent_type.multitask_strategy if agent_type else "")
-    if not chosen or (chosen == STEER and not steers):
-        return STEER if steers else ENQUEUE
-    return chosen
 
 
 def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
@@ -599,3 +394,27 @@ async def run_to_end(prepared: PreparedRun) -> dict:
     """Run and collect: the outcome with every delivered message."""
     messages = [message.as_dict() async for message in execute(prepared, wait_durable=False)]
     return await outcome(prepared, messages)
+
+
+# --- cancelling -----------------------------------------------------------------------------
+
+@sync_to_async
+def _run_seen_by(caller: Caller, run_id: str) -> AgentRun:
+    runs = AgentRun.objects.all() if caller.user is None else selectors.visible_runs(caller.user)
+    run = runs.filter(run_id=run_id).first()
+    if run is None:
+        raise NotFound(f"No run {run_id}.")
+    return run
+
+
+async def cancel(caller: Caller, run_id: str) -> AgentRun:
+    """Cancel a run the caller sees, wherever it executes; the run as it is then. Someone
+    else's run is not found; one that ended already is `AlreadyEnded`."""
+    run = await _run_seen_by(caller, run_id)
+    if run.is_terminal:
+        raise AlreadyEnded(f"Run {run.run_id} already ended with status '{run.status}'.",
+                           current_status=run.status)
+    who = caller.user.email if caller.user is not None else "the operator"
+    await Orchestrator.cancel(run.run_id, f"cancelled by {who}")
+    await run.arefresh_from_db()
+    return run

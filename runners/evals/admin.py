@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from runners.conversations.services import Caller
+from runners.conversations.callers import Caller
 from runners.evals import evalset, services
 from runners.evals.models import EvalReport
 from runners.models import AgentInstance

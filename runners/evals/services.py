@@ -14,6 +14,8 @@ from ledger.models import message_text
 from ledger.selectors.runs import tool_calls_of
 from ledger.services import conversations as conversation_services
 from runners.conversations import services as door
+from runners.conversations import targets
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import Refused
 from runners.evals.evalset import EvalSet, EvalSetError, Expect
 from runners.evals.models import EvalReport
@@ -34,11 +36,11 @@ class Criterion:
 
 
 async def evaluate(agent: AgentInstance, evalset: EvalSet, judge_model: str | None = None,
-                   caller: door.Caller | None = None) -> EvalReport:
+                   caller: Caller | None = None) -> EvalReport:
     """Run every case of `evalset` against `agent` as `caller` (the operator unless given); the
     report, stored. `judge_model` (else the eval set's) grades the rubrics. Raises EvalSetError
     when a rubric has no judge."""
-    caller = caller or door.Caller.operator()
+    caller = caller or Caller.operator()
     judge = await _judge(evalset, judge_model or evalset.judge_model)
     started = timezone.now()
     cases = [await _case(agent, case, judge, caller) for case in evalset.cases]
@@ -63,14 +65,14 @@ async def _judge(evalset: EvalSet, name: str | None):
     return models[0]
 
 
-def _open_conversation(agent: AgentInstance, case_name: str, caller: door.Caller):
+def _open_conversation(agent: AgentInstance, case_name: str, caller: Caller):
     return conversation_services.create(
         project_id=str(agent.project_id), agent_id=str(agent.pk),
         user_id=str(caller.user.pk) if caller.user else "",
-        title=f"eval: {case_name}"[:200], identity=door.state_identity(agent))
+        title=f"eval: {case_name}"[:200], identity=targets.state_identity(agent))
 
 
-async def _case(agent: AgentInstance, case, judge, caller: door.Caller) -> dict:
+async def _case(agent: AgentInstance, case, judge, caller: Caller) -> dict:
     conversation = await sync_to_async(_open_conversation)(agent, case.name, caller)
     turns = []
     for turn in case.turns:

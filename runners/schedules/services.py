@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from runners.conversations import background
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import Refused
 from runners.protocol import RunRefused
 from runners.schedules.models import MissedTicks, Schedule
@@ -39,7 +40,7 @@ def check_target(user, project_id, *, agent_id=None, runner_id: str = "",
     ScheduleError naming the field if not."""
     if bool(agent_id) == bool(runner_id):
         raise ScheduleError("Give exactly one of agent_id or runner_id.", "agent_id")
-    caller = door.Caller(user)
+    caller = Caller(user)
     if runner_id and not caller.is_superuser:
         raise ScheduleError("Only superusers may schedule a runner directly.", "runner_id")
     if agent_id:
@@ -88,7 +89,7 @@ def _due(now: datetime) -> list[Schedule]:
 
 
 async def _prepare(schedule: Schedule, tick: datetime) -> door.PreparedRun:
-    caller = door.Caller(schedule.created_by)
+    caller = Caller(schedule.created_by)
     event_id = f"{schedule.event_prefix}{int(tick.timestamp())}"
     if schedule.runner_id:
         return await door.prepare_runner_run(

@@ -64,10 +64,11 @@ async def through_the_door(user, agent, parts, conversation=None):
 
     from ledger.services import conversations
     from runners.conversations import services as door
+    from runners.conversations.callers import Caller
 
     conversation = conversation or await sync_to_async(conversations.create)(
         project_id=str(agent.project_id), agent_id=str(agent.pk), user_id=str(user.pk))
     prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
         parts=parts)
     return await door.run_to_end(prepared), conversation

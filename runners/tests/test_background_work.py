@@ -14,10 +14,19 @@ from runners import work
 from runners.schedules.models import Schedule
 from tests.timing import scaled
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_work_yet")]
 
 ALL_ON = {"LANGHOST_REAP_STALE_RUNS": True, "LANGHOST_KNOWLEDGE_INGESTION": True,
           "LANGHOST_WEBHOOK_DELIVERY": True, "LANGHOST_BACKGROUND_WORK": True}
+
+
+@pytest.fixture
+async def no_work_yet():
+    """This process's work as a fresh process has it (a socket test's ASGI app may have
+    started it, with every loop off)."""
+    await work.stop()
+    yield
+    await work.stop()
 
 
 def states() -> dict[str, str]:

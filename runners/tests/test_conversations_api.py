@@ -208,16 +208,18 @@ def test_conversation_scope_keys_match_the_runner_context(agent, user):
     from ledger.services import conversations as service
     from ledger.state_keys import conversation_scope_keys
     from runners.conversations import services as door
+    from runners.conversations import targets
+    from runners.conversations.callers import Caller
 
     conversation = service.create(project_id=str(agent.project_id), agent_id=str(agent.pk),
                                   user_id=str(user.pk), client_id="mine")
-    prepared = door.prepare_agent_run(door.Caller(user), agent_id=agent.pk,
+    prepared = door.prepare_agent_run(Caller(user), agent_id=agent.pk,
                                       conversation_id="mine", event_input={"text": "x"})
 
     context_keys = {scope: info["scope_key"] for scope, info in
                     state_context(prepared.event, prepared.binding,
                                   prepared.binding.runner_id).items()}
-    keys = conversation_scope_keys(conversation, door.state_identity(agent, conversation))
+    keys = conversation_scope_keys(conversation, targets.state_identity(agent, conversation))
 
     assert {scope: context_keys[scope] for scope in keys} == keys
 

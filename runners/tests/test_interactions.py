@@ -14,6 +14,7 @@ from django.utils import timezone
 from ledger.models import AgentRun, AgentRunEvent, Interaction
 from runners.conversations import interactions
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import AlreadyAnswered, Expired, InvalidInput, NotFound
 from runners.conversations.input import Part
 from runners.models import AgentInstance, AgentType
@@ -43,7 +44,7 @@ async def ask(user, agent, text="deploy"):
 
 async def answer(user, agent, conversation, frame, **given):
     prepared = await sync_to_async(interactions.prepare_answer)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
         interaction_id=frame["data"]["interaction_id"],
         **{"token": frame["data"]["token"], "action_id": "yes", **given})
     return await door.run_to_end(prepared)
@@ -130,11 +131,11 @@ async def test_no_other_door_passes_an_answer_on(user, asker):
 
     with pytest.raises(InvalidInput) as as_event:
         await sync_to_async(door.prepare_agent_run)(
-            door.Caller(user), agent_id=asker.pk, conversation_id=conversation.client_id,
+            Caller(user), agent_id=asker.pk, conversation_id=conversation.client_id,
             event_type="interaction.submitted", event_input={"text": "yes"})
     with pytest.raises(InvalidInput) as as_input:
         await sync_to_async(door.prepare_agent_run)(
-            door.Caller(user), agent_id=asker.pk, conversation_id=conversation.client_id,
+            Caller(user), agent_id=asker.pk, conversation_id=conversation.client_id,
             event_input={"text": "yes", "interaction": {
                 "interaction_id": frame["data"]["interaction_id"], "action_id": "yes"}})
 

@@ -11,7 +11,7 @@ from django.core.cache import cache
 
 from ledger.models import AgentRun, Artifact, EventLog, Transcript
 from ledger.services.artifacts import artifacts
-from runners.conversations.services import RunStartThrottle
+from runners.conversations.callers import RunStartThrottle
 from runners.models import AgentInstance, SubAgent
 from runners.tests.conversation_fixtures import (  # noqa: F401
     conversations_url,

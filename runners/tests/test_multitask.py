@@ -11,6 +11,7 @@ from ledger.models import AgentRun, Conversation, RunStatus, Transcript
 from ledger.services import conversations
 from runners.conversations import background
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import InvalidInput
 from runners.conversations.input import Part
 from runners.protocol import ConversationBusy
@@ -55,7 +56,7 @@ async def new_conversation(user, agent):
 
 async def send(user, agent, conversation, text, multitask=None) -> dict:
     prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
         parts=[Part(text=text)], multitask=multitask)
     return await door.run_to_end(prepared)
 
@@ -108,7 +109,7 @@ async def test_a_queued_run_shows_as_queued_until_its_turn(user, turns_agent):
     first = asyncio.create_task(send(user, turns_agent, conversation, "wait:1"))
     await asyncio.sleep(0.05)
     prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=turns_agent.pk, conversation_id=conversation.client_id,
+        Caller(user), agent_id=turns_agent.pk, conversation_id=conversation.client_id,
         parts=[Part(text="second")])
     started = await background.start_in_background(prepared)
 
@@ -212,7 +213,7 @@ async def test_a_retried_message_replays_its_run_and_interrupts_nothing(user, tu
 
     async def send_once(multitask):
         prepared = await sync_to_async(door.prepare_agent_run)(
-            door.Caller(user), agent_id=turns_agent.pk, conversation_id=conversation.client_id,
+            Caller(user), agent_id=turns_agent.pk, conversation_id=conversation.client_id,
             parts=[Part(text="wait:0.5")], multitask=multitask, event_id="the-same-message")
         return await door.run_to_end(prepared)
 

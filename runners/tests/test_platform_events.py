@@ -7,6 +7,7 @@ from asgiref.sync import sync_to_async
 
 from ledger.services import conversations
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.input import Part
 from runners.models import RunnerDescriptor
 from runners.tests.conversation_fixtures import (  # noqa: F401
@@ -125,7 +126,7 @@ async def community(own_gateway):
 
 async def test_a_message_event_reaches_an_event_runners_message_handler(community, superuser):
     prepared = await door.prepare_runner_run(
-        door.Caller(superuser), runner_id=COMMUNITY, event_type="message.received",
+        Caller(superuser), runner_id=COMMUNITY, event_type="message.received",
         event_data={"message_chain": [{"type": "Plain", "text": "/demo echo hi"}],
                     "sender": {"id": "u1", "nickname": "Alice"}})
 
@@ -137,7 +138,7 @@ async def test_a_message_event_reaches_an_event_runners_message_handler(communit
 
 async def test_a_platform_event_needs_no_type_repeated_in_its_data(community, superuser):
     prepared = await door.prepare_runner_run(
-        door.Caller(superuser), runner_id=COMMUNITY, event_type="group.member_joined",
+        Caller(superuser), runner_id=COMMUNITY, event_type="group.member_joined",
         event_data={"member": {"id": "u2", "nickname": "Grace"}, "group": {"id": "g-1"}})
 
     outcome = await door.run_to_end(prepared)
@@ -153,7 +154,7 @@ async def test_a_chat_message_to_an_event_runners_agent_arrives_as_a_message_eve
         project_id=str(project.pk), agent_id=str(agent.pk), user_id=str(user.pk))
 
     prepared = await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
+        Caller(user), agent_id=agent.pk, conversation_id=conversation.client_id,
         parts=[Part(text="/demo echo hi")])
     outcome = await door.run_to_end(prepared)
 

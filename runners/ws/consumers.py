@@ -36,10 +36,11 @@ from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as readers
 from runners.api import streaming
 from runners.api.exceptions import error_body
+from runners.api.message_body import message_multitask, message_parts
 from runners.api.serializers.interactions import InteractionAnswerSerializer
-from runners.api.views.conversations import message_multitask, message_parts
 from runners.conversations import interactions, selectors
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import Refused
 
 logger = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ def _load_conversation(user, conversation_id: str, agent_id: str | None):
     if len(candidates) != 1:
         return None, None
     try:
-        agent = door.find_agent(door.Caller(user), candidates[0].agent_id)
+        agent = door.find_agent(Caller(user), candidates[0].agent_id)
     except Refused:
         return None, None
     return candidates[0], agent
@@ -260,7 +261,7 @@ def _prepare(user, signed_in: tuple, conversation, data: dict, origin: str):
         raise SignedOut
     url = (f"{origin}/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"
            f"conversations/{conversation.client_id}/artifacts")
-    return door.prepare_agent_run(door.Caller(user), agent_id=conversation.agent_id,
+    return door.prepare_agent_run(Caller(user), agent_id=conversation.agent_id,
                                   conversation_id=conversation.client_id,
                                   parts=message_parts(data), artifact_url=url,
                                   multitask=message_multitask(data))
@@ -274,7 +275,7 @@ def _prepare_answer(user, signed_in: tuple, conversation, frame: dict):
         "token", "action_id", "values") if key in frame})
     answer.is_valid(raise_exception=True)
     return interactions.prepare_answer(
-        door.Caller(user), agent_id=conversation.agent_id,
+        Caller(user), agent_id=conversation.agent_id,
         conversation_id=conversation.client_id, interaction_id=str(frame.get("interaction_id")),
         source="websocket", **answer.validated_data)
 

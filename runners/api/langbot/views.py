@@ -30,6 +30,7 @@ from runners.api.langbot.serializers import (
     UserAuthReplySerializer,
 )
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import Refused
 from runners.models import RunnerDescriptor
 from runners.protocol import RunRefused
@@ -173,7 +174,7 @@ class DebugPluginActionView(AsyncDispatch, LangBotView):
         conversation = context.get("conversation") or {}
         try:
             prepared = await door.prepare_runner_run(
-                door.Caller(request.user), runner_id=runner_id, binding_prefix="debug",
+                Caller(request.user), runner_id=runner_id, binding_prefix="debug",
                 runner_config=dict(context.get("config") or {}),
                 timeout=body.validated_data.get("timeout"), event_id=event.get("event_id"),
                 event_type=event.get("event_type"),

@@ -17,9 +17,6 @@ A conversation belongs to the user who opened it: anyone else gets 404, whatever
 response body streams, on the event loop (`runners.api.streaming`).
 """
 
-import base64
-import binascii
-import re
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -29,7 +26,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
@@ -50,7 +47,7 @@ from ledger.services.artifacts import (
     artifacts,
     max_bytes,
 )
-from runners.api import streaming
+from runners.api import message_body, streaming
 from runners.api.files import file_response
 from runners.api.serializers.artifacts import (
     ArtifactSerializer,
@@ -70,19 +67,13 @@ from runners.api.serializers.conversations import (
     RerunSerializer,
     UpdateConversationSerializer,
 )
-from runners.api.serializers.runs import BackgroundRunSerializer, WebhookField
-from runners.conversations import forks
+from runners.api.serializers.runs import BackgroundRunSerializer
+from runners.conversations import forks, targets
 from runners.conversations import services as door
-from runners.conversations.input import Part
+from runners.conversations.callers import Caller
 from runners.models import AgentInstance
 
 DEFAULT_ENTRY_LIMIT = 20
-
-
-class PayloadTooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request is too large."
-    default_code = "too_large"
 
 
 def conversation_dict(conversation, *, state=None, entries=None) -> dict:
@@ -99,27 +90,6 @@ def conversation_dict(conversation, *, state=None, entries=None) -> dict:
 
 # --- helpers ------------------------------------------------------------------------------
 
-def _decode_base64(value: str, field: str) -> tuple[bytes, str | None]:
-    """Bytes of a base64 string or data URL (and the data URL's MIME type); 413 when the
-    decoded size would pass the artifact limit, 400 when it is not base64."""
-    mime = None
-    match = re.match(r"^data:([^;,]*)(;[^,]*)?,", value[:300])
-    if match:
-        mime, value = match.group(1) or None, value[match.end():]
-    limit = max_bytes()
-    if len(value) // 4 * 3 - 2 > limit:
-        raise PayloadTooLarge(f"{field} is larger than the {limit}-byte limit for a file "
-                              "(LANGHOST_ARTIFACT_MAX_BYTES).")
-    try:
-        data = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise BadInput(f"{field} is not valid base64.", field="attachments") from None
-    if len(data) > limit:
-        raise PayloadTooLarge(f"{field} is {len(data)} bytes, over the {limit}-byte limit for a "
-                              "file (LANGHOST_ARTIFACT_MAX_BYTES).")
-    return data, mime
-
-
 def _version_param(request) -> int | None:
     raw = request.query_params.get("version")
     if raw in (None, ""):
@@ -133,56 +103,17 @@ def _version_param(request) -> int | None:
     return version
 
 
-def message_webhook(data) -> str:
-    """The message's `webhook`, checked (a 400 naming it if LangHost may not call it)."""
-    if not isinstance(data, dict) or not data.get("webhook"):
-        return ""
-    try:
-        return WebhookField().run_validation(data["webhook"])
-    except ValidationError as exc:
-        raise BadInput(str(exc.detail[0]), field="webhook") from None
-
-
-def message_multitask(data) -> str | None:
-    """The message's `multitask_strategy`, if it names one (the door checks which)."""
-    value = data.get("multitask_strategy") if isinstance(data, dict) else None
-    if value is not None and not isinstance(value, str):
-        raise BadInput("multitask_strategy must be a string.", field="multitask_strategy")
-    return value or None
-
-
-def message_parts(data) -> list[Part]:
-    """The parts of a message body: its text, then each attachment, in order."""
-    body = MessageSerializer(data=data)
-    body.is_valid(raise_exception=True)
-    text = body.validated_data.get("text") or ""
-    attachments = body.validated_data.get("attachments") or []
-    if not text.strip() and not attachments:
-        raise BadInput("A message needs text or at least one attachment.", field="text")
-    parts = [Part(text=text)] if text else []
-    for index, item in enumerate(attachments):
-        name = item.get("name") or ""
-        if "url" in item:
-            parts.append(Part(url=item["url"], name=name,
-                              mime_type=item.get("mime_type") or "application/octet-stream"))
-            continue
-        data, data_mime = _decode_base64(item["data"], f"attachments[{index}].data")
-        parts.append(Part(data=data, name=name, mime_type=item.get("mime_type") or data_mime
-                          or "application/octet-stream"))
-    return parts
-
-
 class AgentScopedMixin:
     """The agent instance of the URL (one the caller sees) and the caller's conversations."""
 
     def get_agent(self) -> AgentInstance:
         if not hasattr(self, "_agent"):
-            self._agent = door.find_agent(door.Caller(self.request.user), self.kwargs["agent_id"],
+            self._agent = door.find_agent(Caller(self.request.user), self.kwargs["agent_id"],
                                           self.kwargs["project_id"])
         return self._agent
 
     def get_conversation(self, conversation_id: str):
-        return door.find_conversation(door.Caller(self.request.user), self.get_agent(),
+        return door.find_conversation(Caller(self.request.user), self.get_agent(),
                                       conversation_id)
 
 
@@ -231,7 +162,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         body = CreateConversationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        identity = door.state_identity(agent)
+        identity = targets.state_identity(agent)
         try:
             conversation = conversation_services.create(
                 project_id=str(agent.project_id), agent_id=str(agent.pk),
@@ -270,7 +201,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         entries = conversation_selectors.entries(
             conversation, limit=clamp_limit(raw_limit, DEFAULT_ENTRY_LIMIT), after=after)
         state = conversation_selectors.get_state(
-            conversation, door.state_identity(self.get_agent(), conversation))
+            conversation, targets.state_identity(self.get_agent(), conversation))
         return Response(conversation_dict(conversation, state=state, entries=entries))
 
     @extend_schema(request=UpdateConversationSerializer, responses=ConversationStateSerializer)
@@ -284,7 +215,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         body.is_valid(raise_exception=True)
         data = body.validated_data
         conversation = self.get_conversation(conversation_id)
-        identity = door.state_identity(self.get_agent(), conversation)
+        identity = targets.state_identity(self.get_agent(), conversation)
         if "title" in data:
             conversation.title = data["title"]
             conversation.save(update_fields=["title", "updated_at"])
@@ -321,13 +252,13 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
     async def messages(self, request, conversation_id=None, **kwargs):
         """Send a message; the answering agent of the tree replies (see module doc)."""
         base = request.build_absolute_uri(request.path.rsplit("/messages", 1)[0])
-        parts, webhook = message_parts(request.data), await sync_to_async(message_webhook)(
+        parts, webhook = message_body.message_parts(request.data), await sync_to_async(message_body.message_webhook)(
             request.data)
         prepared = await sync_to_async(door.prepare_agent_run)(
-            door.Caller(request.user), agent_id=self.kwargs["agent_id"],
+            Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
             parts=parts, artifact_url=f"{base}/artifacts",
-            multitask=message_multitask(request.data))
+            multitask=message_body.message_multitask(request.data))
         prepared.webhook = webhook
         if streaming.wants_background(request):
             return await streaming.background_response(prepared)
@@ -343,11 +274,11 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         self.get_conversation(conversation_id)  # who may, before what they sent
         body = ForkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        caller = door.Caller(request.user)
+        caller = Caller(request.user)
         forked = forks.fork(caller, agent_id=self.kwargs["agent_id"],
                             project_id=self.kwargs["project_id"],
                             conversation_id=conversation_id, **body.validated_data)
-        identity = door.state_identity(self.get_agent(), forked)
+        identity = targets.state_identity(self.get_agent(), forked)
         return Response(conversation_dict(
             forked, state=conversation_selectors.get_state(forked, identity),
             entries=conversation_selectors.entries(forked, limit=DEFAULT_ENTRY_LIMIT)),
@@ -368,7 +299,7 @@ class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewS
         body.is_valid(raise_exception=True)
         base = request.build_absolute_uri(request.path.rsplit(f"/{conversation_id}/", 1)[0])
         prepared, forked = await sync_to_async(forks.prepare_rerun)(
-            door.Caller(request.user), agent_id=self.kwargs["agent_id"],
+            Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"], conversation_id=conversation_id,
             artifact_url=None, **body.validated_data)
         stream = streaming.wants_stream(request)
@@ -430,17 +361,17 @@ class ArtifactViewSet(AgentScopedMixin, viewsets.GenericViewSet):
         content, text = None, None
         if upload is not None:
             if upload.size > max_bytes():
-                raise PayloadTooLarge(str(ArtifactTooLarge(name, upload.size, max_bytes())))
+                raise message_body.PayloadTooLarge(str(ArtifactTooLarge(name, upload.size, max_bytes())))
             content, mime_type = upload.read(), mime_type or upload.content_type
         elif "data" in data:
-            content, data_mime = _decode_base64(data["data"], "data")
+            content, data_mime = message_body.decode_base64(data["data"], "data")
             mime_type = mime_type or data_mime
         else:
             text = data["text"]
         try:
             version = artifacts.save(*scope, name, data=content, text=text, mime_type=mime_type)
         except ArtifactTooLarge as exc:
-            raise PayloadTooLarge(str(exc)) from exc
+            raise message_body.PayloadTooLarge(str(exc)) from exc
         except ArtifactError as exc:
             raise Unprocessable(str(exc), field="name") from exc
         info = artifacts.metadata(*scope, name, version)

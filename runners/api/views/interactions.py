@@ -24,7 +24,7 @@ from runners.api.serializers.interactions import (
 from runners.api.serializers.runs import BackgroundRunSerializer
 from runners.api.views.conversations import AgentScopedMixin
 from runners.conversations import interactions
-from runners.conversations import services as door
+from runners.conversations.callers import Caller
 
 
 class InteractionViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSet):
@@ -68,7 +68,7 @@ class InteractionViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSe
         await sync_to_async(answer.is_valid)(raise_exception=True)
         data = answer.validated_data
         prepared = await sync_to_async(interactions.prepare_answer)(
-            door.Caller(request.user), agent_id=self.kwargs["agent_id"],
+            Caller(request.user), agent_id=self.kwargs["agent_id"],
             project_id=self.kwargs["project_id"],
             conversation_id=self.kwargs["conversation_id"], interaction_id=interaction_id,
             token=data.get("token"), action_id=data.get("action_id"), values=data["values"])

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from accounts.permissions import IsSuperuser
 from langhost.base import keyset
-from langhost.base.api import BadInput, Gone, Unprocessable
+from langhost.base.api import BadInput, Gone
 from langhost.base.async_views import AsyncDispatch
 from ledger.models import AgentRun, AgentRunEvent
 from ledger.selectors import conversations as conversation_selectors
@@ -40,8 +40,8 @@ from runners.api.serializers.runs import (
 )
 from runners.conversations import selectors
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.execution import attachments
-from runners.execution.orchestrator import Orchestrator
 from runners.models import RunnerDescriptor
 from runners.plugins.gateway import get_gateway
 from runners.runtime.errors import RuntimeLinkError
@@ -114,7 +114,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     async def create(self, request, *args, **kwargs):
         serializer = RunRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        prepared = await prepare(door.Caller(request.user), serializer.validated_data)
+        prepared = await prepare(Caller(request.user), serializer.validated_data)
         prepared.webhook = serializer.validated_data.get("webhook", "")
         if streaming.wants_background(request):
             return await streaming.background_response(prepared)
@@ -175,16 +175,11 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     @extend_schema(request=None, responses=RunSerializer)
     @action(detail=True, methods=["post"])
     async def cancel(self, request, run_id=None):
-        run = await sync_to_async(self.get_object)()
-        if run.is_terminal:
-            raise Unprocessable(f"Run {run.run_id} already ended with status '{run.status}'.",
-                                current_status=run.status)
-        await Orchestrator.cancel(run.run_id, f"cancelled by {request.user.email}")
-        await run.arefresh_from_db()
+        run = await door.cancel(Caller(request.user), run_id)
         return Response(RunSerializer(run).data)
 
 
-async def prepare(caller: door.Caller, data: dict) -> door.PreparedRun:
+async def prepare(caller: Caller, data: dict) -> door.PreparedRun:
     """The one door's answer to a `POST /runs` body."""
     common = {"event_input": data["input"], "event_id": data.get("event_id"),
               "conversation_id": data.get("conversation_id"), "timeout": data.get("timeout"),

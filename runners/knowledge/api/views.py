@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from accounts.api.scoping import ProjectScoped
 from langhost.base.api import UUID
-from runners.api.views.conversations import PayloadTooLarge
+from runners.api.message_body import PayloadTooLarge
 from runners.knowledge import services, worker
 from runners.knowledge.api import serializers
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from langhost.base.commands import migrations_pending
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.exceptions import Refused
 from runners.management.cli import agent_named, user_named
 from runners.plugins.gateway import get_gateway
@@ -38,13 +39,13 @@ class Command(BaseCommand):
             logging.getLogger().setLevel(logging.WARNING)
         if migrations_pending():  # like `serve`: a fresh data dir gets its tables, quietly
             call_command("migrate", interactive=False, verbosity=0)
-        caller = door.Caller(user_named(options["user"]))
+        caller = Caller(user_named(options["user"]))
         agent = agent_named(options["agent"]) if options["agent"] else None
         status = asyncio.run(self._run(caller, agent, options))
         if status not in ("completed", "steered"):
             raise CommandError(f"run ended with status {status}")
 
-    async def _run(self, caller: door.Caller, agent, options) -> str:
+    async def _run(self, caller: Caller, agent, options) -> str:
         # Its own thread for the door's database work: the runtime's discovery, which a first
         # run may wait for, needs the shared one.
         async with ThreadSensitiveContext():
@@ -53,7 +54,7 @@ class Command(BaseCommand):
             finally:
                 await get_gateway().stop()
 
-    async def _send(self, caller: door.Caller, agent, options) -> str:
+    async def _send(self, caller: Caller, agent, options) -> str:
         # The command line goes through the same door as everyone else.
         common = {"event_input": {"text": options["text"]}, "event_id": options["event_id"],
                   "conversation_id": options["conversation"], "timeout": options["timeout"],

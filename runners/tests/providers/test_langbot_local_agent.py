@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from ledger.models import AgentRun
 from ledger.services import conversations
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.conversations.input import Part
 from runners.models import AgentInstance
 from runners.tests.conversation_fixtures import read_body
@@ -52,7 +53,7 @@ async def talk(user, agent_id, texts) -> list[dict]:
     answers = []
     for text in texts:
         prepared = await sync_to_async(door.prepare_agent_run)(
-            door.Caller(user), agent_id=agent_id, conversation_id=conversation.client_id,
+            Caller(user), agent_id=agent_id, conversation_id=conversation.client_id,
             parts=[Part(text=text)])
         answers.append(await door.run_to_end(prepared))
     return answers

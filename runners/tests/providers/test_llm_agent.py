@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, AgentRunEvent, ModelCall, RunStatus, Transcript
 from runners.conversations import services as door
+from runners.conversations.callers import Caller
 from runners.execution.orchestrator import Orchestrator
 from runners.models import LLM_AGENT_RUNNER_ID, SubAgent
 from runners.tests.conversation_fixtures import (  # noqa: F401
@@ -157,7 +158,7 @@ def test_billing_that_disallows_transfer_to_parent_is_not_offered_it(
 
 async def _prepared(user, agent, timeout=None):
     return await sync_to_async(door.prepare_agent_run)(
-        door.Caller(user), agent_id=agent.pk, event_input={"text": "Tell me a long story"},
+        Caller(user), agent_id=agent.pk, event_input={"text": "Tell me a long story"},
         timeout=timeout)
 
 
