@@ -22,7 +22,7 @@ from ledger.models import (
     SteeringItem,
     Transcript,
 )
-from ledger.services import runs as services
+from ledger.services import leases
 
 
 def pretty(value) -> str:
@@ -217,7 +217,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         # The flag is enough: the process running the run checks it within a second.
         active = [run for run in queryset if run.status not in TERMINAL_STATUSES]
         for run in active:
-            services.request_cancel_sync(run.run_id, f"cancelled by {request.user} in the admin")
+            leases.request_cancel_sync(run.run_id, f"cancelled by {request.user} in the admin")
         skipped = queryset.count() - len(active)
         self.message_user(request, f"Cancel requested for {len(active)} run(s).", messages.SUCCESS)
         if skipped:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from langhost.base import process_secrets
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 SECRET_KEY_FILE = "secret_key"
 
 

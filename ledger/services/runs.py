@@ -9,10 +9,9 @@ loop's own statements are built by `ledger.sql`.
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.db.models.signals import post_migrate
@@ -21,7 +20,6 @@ from django.utils import timezone
 
 from ledger import owners, signals
 from ledger.models import (
-    ACTIVE_STATUSES,
     TERMINAL_STATUSES,
     TRANSCRIPT_MAX_CHARS,
     AgentRun,
@@ -31,8 +29,6 @@ from ledger.models import (
     ModelCall,
     RunGrants,
     RunStatus,
-    SteeringItem,
-    SteeringStatus,
     Transcript,
     message_text,
 )
@@ -40,6 +36,7 @@ from ledger.selectors.model_calls import run_usage
 from ledger.selectors.runs import OUTCOME_FIELDS, outcome_dict, run_outcome_sync
 from ledger.services import rollups
 from ledger.services import state as runner_state
+from ledger.services.leases import drop_queued_steering, lease_end
 from ledger.sql import first_row, insert_rows, update_returning
 
 
@@ -131,7 +128,7 @@ def start_run(*, run: dict, event_log: dict, user_transcript: dict | None, owner
                     insert_rows(EventLog, [{"run_id": run["run_id"], **event_log}])
                     insert_rows(AgentRun, [{
                         "status": RunStatus.QUEUED, "execution_owner_id": owner_id,
-                        "lease_expires_at": _lease_end(now), **run, "metadata_json": {
+                        "lease_expires_at": lease_end(now), **run, "metadata_json": {
                             **run["metadata_json"], "queued_event": queued_event}}])
                     return StartedRun({}, queued=True)
             if history_of is not None:
@@ -159,7 +156,7 @@ def _write_start(start: PendingStart, finish: tuple | None = None) -> dict | Non
     insert_rows(EventLog, [{"run_id": run["run_id"], **start.event_log}])
     row = {"status": RunStatus.RUNNING, "created_at": start.started_at,
            "started_at": start.started_at,
-           "execution_owner_id": start.owner_id, "lease_expires_at": _lease_end(start.started_at),
+           "execution_owner_id": start.owner_id, "lease_expires_at": lease_end(start.started_at),
            **run}
     if finish is not None:
         status, reason, usage, _may_have_steering, may_have_model_calls = finish
@@ -281,7 +278,7 @@ def promote_queued(run_id: str, owner_id: str, user_transcript: dict | None,
         latest = _latest_entry(history_of) if history_of is not None else None
         promoted = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED,
                                            execution_owner_id=owner_id).update(
-            status=RunStatus.RUNNING, started_at=now, lease_expires_at=_lease_end(now),
+            status=RunStatus.RUNNING, started_at=now, lease_expires_at=lease_end(now),
             updated_at=now, deadline_at=deadline_at)
         if not promoted:
             return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).get()
@@ -306,7 +303,7 @@ def adopt_queued_sync(run_id: str, previous_owner: str, owner_id: str) -> bool:
     """Make a queued run `owner_id`'s to wait for, unless another process adopted it first."""
     return bool(AgentRun.objects.filter(
         run_id=run_id, status=RunStatus.QUEUED, execution_owner_id=previous_owner).update(
-        execution_owner_id=owner_id, lease_expires_at=_lease_end(timezone.now()),
+        execution_owner_id=owner_id, lease_expires_at=lease_end(timezone.now()),
         updated_at=timezone.now()))
 
 
@@ -409,7 +406,7 @@ def _finish_sync(run_id: str, status: str, reason: str, usage: dict | None,
     if ended:
         rollups.run_ended(ended)
     if may_have_steering:  # items are only queued for runners that declare steering
-        _drop_queued_steering([run_id], fields["finished_at"])
+        drop_queued_steering([run_id], fields["finished_at"])
     return outcome_dict(ended) if ended else run_outcome_sync(run_id)
 
 
@@ -442,89 +439,24 @@ def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = 
                             may_have_model_calls)
 
 
-def request_cancel_sync(run_id: str, reason: str = "") -> AgentRun | None:
-    """Flag an active run for cancellation; a run whose owner is gone (its process of this
-    host no longer runs, or its lease ran out) has nobody to stop it: it ends at once.
-    Terminal runs are left as they are."""
-    now = timezone.now()
-    AgentRun.objects.filter(run_id=run_id, cancel_requested_at__isnull=True).exclude(
-        status__in=TERMINAL_STATUSES
-    ).update(cancel_requested_at=now, status_reason=reason or "cancel_requested", updated_at=now)
-    # Nobody executes a queued run yet: it ends now (whoever waits for it sees so).
-    rollups.end_runs(AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED),
-                     status=RunStatus.CANCELLED, finished_at=now, updated_at=now,
-                     lease_expires_at=None)
-    run = AgentRun.objects.filter(run_id=run_id).first()
-    if run is not None and run.status == RunStatus.RUNNING and (
-            owners.owner_is_gone(run.execution_owner_id)
-            or (run.lease_expires_at is not None and run.lease_expires_at < now)):
-        _fail_running([run_id], f"{run.status_reason} (its host was gone)", now,
-                      RunStatus.CANCELLED)
-        run.refresh_from_db()
-    return run
 
 
-request_cancel = sync_to_async(request_cancel_sync)
 
 
-def _lease_end(now):
-    return now + timedelta(seconds=settings.LANGHOST_RUN_LEASE_SECONDS)
 
 
-@sync_to_async
-def renew_leases(owner_id: str, run_ids: list[str]) -> int:
-    """Keep the runs a process executes or waits to execute (still active, still its own)
-    from being reaped or adopted."""
-    return AgentRun.objects.filter(
-        run_id__in=run_ids, execution_owner_id=owner_id, status__in=ACTIVE_STATUSES
-    ).update(lease_expires_at=_lease_end(timezone.now()))
 
 
-LEASE_EXPIRED = "host.lease_expired: the host running this run stopped renewing its lease"
 
 
-def reap_stale_runs_sync(now=None) -> list[str]:
-    """Fail `running` runs whose owner is gone: a process of this host that no longer runs
-    (failed at once), or any owner whose lease ran out."""
-    now = now or timezone.now()
-    running = AgentRun.objects.active().filter(status=RunStatus.RUNNING).order_by()
-    reasons: dict[str, str] = dict.fromkeys(
-        running.filter(lease_expires_at__lt=now).values_list("run_id", flat=True)[:500],
-        LEASE_EXPIRED)
-    local = set(running.filter(execution_owner_id__startswith=f"{owners.HOST}:")
-                .values_list("execution_owner_id", flat=True).distinct())
-    for owner in filter(owners.owner_is_gone, local):
-        for run_id in running.filter(execution_owner_id=owner).values_list("run_id", flat=True):
-            reasons[run_id] = (f"host.gone: the process running this run "
-                               f"(pid {owners.owner_pid(owner)}) is gone")
-    for reason in set(reasons.values()):
-        _fail_running([run_id for run_id, why in reasons.items() if why == reason], reason, now)
-    return list(reasons)
 
 
-def _fail_running(run_ids: list[str], reason: str, now, status=RunStatus.FAILED) -> None:
-    rollups.end_runs(AgentRun.objects.filter(run_id__in=run_ids, status=RunStatus.RUNNING),
-                     status=status, finished_at=now, updated_at=now, lease_expires_at=None,
-                     status_reason=reason)
-    _drop_queued_steering(run_ids, now)
 
 
-def _drop_queued_steering(run_ids: list[str], now: datetime) -> None:
-    """The messages still queued for ended runs will never be taken."""
-    SteeringItem.objects.filter(run_id__in=run_ids, status=SteeringStatus.QUEUED).update(
-        status=SteeringStatus.DROPPED, reason="run_ended", updated_at=now)
 
 
-def fail_owned_runs_sync(owner_id: str, reason: str, status=RunStatus.FAILED) -> list[str]:
-    """End the runs `owner_id` still has `running` (a process that stops without them)."""
-    run_ids = list(AgentRun.objects.active().filter(status=RunStatus.RUNNING,
-                                                    execution_owner_id=owner_id)
-                   .values_list("run_id", flat=True))
-    _fail_running(run_ids, reason, timezone.now(), status)
-    return run_ids
 
 
-reap_stale_runs = sync_to_async(reap_stale_runs_sync)
 
 
 def transcript_text(content) -> str:

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from ledger.models import AgentRun
 from ledger.owners import HOST, new_owner_id, owner_is_gone
-from ledger.services.runs import reap_stale_runs_sync, request_cancel_sync
+from ledger.services.leases import reap_stale_runs_sync, request_cancel_sync
 
 pytestmark = [pytest.mark.django_db, pytest.mark.backend]
 

@@ -26,7 +26,6 @@ granted skills (`skill_tools.py`).
 
 import functools
 import json
-import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -48,25 +47,19 @@ from runners.agent.knowledge_search import (
     SearchError,
 )
 from runners.agent.skill_tools import ACTIVATE_TOOL, Skills
+from runners.agent.turns import Turn, handed_over, transfer_target, transfer_tool, turn_for
 from runners.box import tools as box_tools
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
-    find_agent,
-    transfer_targets,
 )
-from runners.catalogue.bindings import agent_runner_config
-from runners.catalogue.trees import build_tree
-from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, LLMModel
+from runners.models import LLM_AGENT_RUNNER_ID
 from runners.providers import tokens
 from runners.providers.calls import CallInfo
 from runners.providers.errors import ProviderError
 from runners.providers.fallback import stream_with_fallback
-from runners.providers.lookup import load_models
 from runners.providers.messages import parse
 from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError
-
-logger = logging.getLogger(__name__)
 
 # A turn hands over at most this many times: a model that keeps transferring is stopped.
 MAX_TRANSFERS = 5
@@ -139,53 +132,12 @@ def trimmed(system: list[dict], history: list[dict], window: int, reserve: int) 
     return system + list(reversed(kept))
 
 
-def transfer_tool(targets: list[dict]) -> dict:
-    return {
-        "name": TRANSFER_TOOL,
-        "description": "Hand the conversation to another agent who is better placed to "
-                       "answer. " + " ".join(f"{target['name']}: "
-                                              f"{target.get('description') or 'an agent'}."
-                                              for target in targets),
-        "parameters": {"type": "object", "required": ["agent_name"], "properties": {
-            "agent_name": {"type": "string", "enum": [target["name"] for target in targets]}}},
-    }
 
 
-class _Turn:
-    """One agent answering: its config, its models and the agents it may hand over to."""
-
-    def __init__(self, config: dict, models: list[LLMModel]):
-        self.config = config
-        self.models = models
-        self.targets = [target for target in config.get("transfer_targets") or []
-                        if isinstance(target, dict) and target.get("name")]
 
 
-async def _turn(config: dict) -> _Turn:
-    names = [config.get("model"), *(config.get("fallback_models") or [])]
-    names = [name for name in names if isinstance(name, str) and name]
-    if not names:
-        raise ProviderError(f"model.unknown: agent '{config.get('name')}' names no model; set "
-                            "its primary_model")
-    models = await load_models(names)
-    known = {model.name for model in models}
-    missing = [name for name in names if name not in known]
-    if missing:
-        raise ProviderError(
-            f"model.unknown: {', '.join(repr(name) for name in missing)} is not a registered "
-            "active model; add it in the admin (LLM models) or with POST /api/v1/models")
-    return _Turn(config, models)
 
 
-async def _handed_over(agent_id: str, name: str) -> _Turn:
-    """The turn of the agent `name` of the instance's tree, which the turn was handed to."""
-    agent = await AgentInstance.objects.select_related("agent_type").aget(pk=agent_id)
-    tree = await sync_to_async(build_tree)(agent.agent_type)
-    node = find_agent(tree.root, name)
-    config = agent_runner_config(await AgentType.objects.aget(pk=node.type_id))
-    config["transfer_targets"] = [{"name": target.name, "description": target.description}
-                                  for target in transfer_targets(tree, node)]
-    return await _turn(config)
 
 
 async def _granted_tools(context: dict) -> dict[str, dict]:
@@ -211,168 +163,227 @@ def _tool_content(answer: dict) -> str:
                                                                   default=str)
 
 
-async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
-    result = _Results(context)
-    config = context.get("config") or {}
-    runtime = context.get("runtime") or {}
-    ids = runtime.get("metadata") or {}
-    call = CallInfo(run_id=context["run_id"], agent_id=ids.get("agent_id") or "",
-                    project_id=ids.get("project_id") or "", caller=LLM_AGENT_RUNNER_ID,
-                    deadline=runtime.get("deadline_at"), journal=handle.journal_model_call)
-    conversation_id = (context.get("conversation") or {}).get("conversation_id")
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cached_tokens": 0}
-    granted = await _granted_tools(context)
-    offered = [tool_definition(tool) for tool in (context.get("resources") or {}).get("tools")
-               or [] if tool.get("tool_name") in granted]
-    knowledge = await KnowledgeSearch.for_run(context, call)
-    if knowledge is not None and not knowledge.automatic and SEARCH_TOOL not in granted:
-        offered.append(knowledge.tool())
-    files = await ConversationFiles.for_run(context)
-    if files is not None and files.names and LOAD_TOOL not in granted:
-        offered.append(files.tool())
-    workspace = box_tools.workspace_of(context)
-    if workspace is not None:
-        offered += [tool for tool in box_tools.DEFINITIONS if tool["name"] not in granted]
-    skills = await Skills.for_run(context, workspace)
-    if skills is not None and ACTIVATE_TOOL not in granted:
-        offered.append(skills.tool())
+class _AgentRun:
+    """One run of the built-in agent: the tools it offers, the history the model reads, the
+    agent of the tree whose turn it is, and the usage so far."""
 
-    async def answer_calls(asked: dict[str, dict], refused: set = frozenset()):
+    def __init__(self, context: dict, handle: RunHandle):
+        self.context = context
+        self.result = _Results(context)
+        runtime = context.get("runtime") or {}
+        ids = runtime.get("metadata") or {}
+        self.call = CallInfo(run_id=context["run_id"], agent_id=ids.get("agent_id") or "",
+                             project_id=ids.get("project_id") or "",
+                             caller=LLM_AGENT_RUNNER_ID, deadline=runtime.get("deadline_at"),
+                             journal=handle.journal_model_call)
+        self.conversation_id = (context.get("conversation") or {}).get("conversation_id")
+        self.user_text = (context.get("input") or {}).get("text") or ""
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
+                      "cached_tokens": 0}
+        self.history: list[dict] = []
+        self.known = 0  # how many of `history`'s messages are the transcript's
+        self.found = ""  # what an automatic knowledge search found, for the system prompt
+        self.turn: Turn | None = None
+
+    async def offer_tools(self) -> None:
+        """The granted tools, and the host's own the run may use (its knowledge, the
+        conversation's files, the box, skills) unless a granted tool of that name stands."""
+        context = self.context
+        self.granted = await _granted_tools(context)
+        self.offered = [tool_definition(tool) for tool in
+                        (context.get("resources") or {}).get("tools") or []
+                        if tool.get("tool_name") in self.granted]
+        self.knowledge = await KnowledgeSearch.for_run(context, self.call)
+        if (self.knowledge is not None and not self.knowledge.automatic
+                and SEARCH_TOOL not in self.granted):
+            self.offered.append(self.knowledge.tool())
+        self.files = await ConversationFiles.for_run(context)
+        if self.files is not None and self.files.names and LOAD_TOOL not in self.granted:
+            self.offered.append(self.files.tool())
+        self.workspace = box_tools.workspace_of(context)
+        if self.workspace is not None:
+            self.offered += [tool for tool in box_tools.DEFINITIONS
+                             if tool["name"] not in self.granted]
+        self.skills = await Skills.for_run(context, self.workspace)
+        if self.skills is not None and ACTIVATE_TOOL not in self.granted:
+            self.offered.append(self.skills.tool())
+
+    def _answering(self, name: str, call_id: str, entry: dict, refused: set):
+        args, result = _arguments(entry), self.result
+        if name in refused:
+            return _host_call(result, name, call_id, args, _refuse, (ToolRefused,))
+        if name == SEARCH_TOOL and self.knowledge is not None:
+            return _host_call(result, name, call_id, args, self.knowledge.answer, (SearchError,))
+        if name == LOAD_TOOL and self.files is not None:
+            return _host_call(result, name, call_id, args, self.files.load, (ArtifactError,))
+        if name in box_tools.NAMES and self.workspace is not None:
+            return _host_call(result, name, call_id, args,
+                              functools.partial(box_tools.call, self.workspace, name),
+                              box_tools.FAILURES)
+        if name == ACTIVATE_TOOL and self.skills is not None:
+            return _host_call(result, name, call_id, args, self.skills.activate,
+                              skill_tools.FAILURES)
+        return _tool_call(result, self.granted, call_id, entry, self.call.deadline)
+
+    async def answer_calls(self, asked: dict[str, dict], refused: set = frozenset()):
         """Run the model's tool calls (those the user refused are answered so), each
         recorded, its answer added to the history the model reads next."""
         for call_id, entry in asked.items():
-            name, args = entry["name"], _arguments(entry)
-            if name in refused:
-                items = _host_call(result, name, call_id, args, _refuse, (ToolRefused,))
-            elif name == SEARCH_TOOL and knowledge is not None:
-                items = _host_call(result, name, call_id, args, knowledge.answer,
-                                   (SearchError,))
-            elif name == LOAD_TOOL and files is not None:
-                items = _host_call(result, name, call_id, args, files.load, (ArtifactError,))
-            elif name in box_tools.NAMES and workspace is not None:
-                items = _host_call(result, name, call_id, args,
-                                   functools.partial(box_tools.call, workspace, name),
-                                   box_tools.FAILURES)
-            elif name == ACTIVATE_TOOL and skills is not None:
-                items = _host_call(result, name, call_id, args, skills.activate,
-                                   skill_tools.FAILURES)
-            else:
-                items = _tool_call(result, granted, call_id, entry, call.deadline)
-            async for item in items:
+            async for item in self._answering(entry["name"], call_id, entry, refused):
                 if "role" in item:  # the tool message for the model
-                    history.append(item)
+                    self.history.append(item)
                 else:
                     yield item
 
-    try:
-        turn = await _turn(config)
-        history = await _history(conversation_id, (context.get("input") or {}).get("text") or "",
-                                 files, VISION in (turn.models[0].abilities or []))
-        known = len(history)  # the transcript's; what the run adds follows
-        found = ""
-        if knowledge is not None and knowledge.automatic:
-            async for item in _host_call(result, SEARCH_TOOL, AUTO_CALL_ID, {
-                    "query": (context.get("input") or {}).get("text") or ""}, knowledge.answer,
-                    (SearchError,)):
+    async def begin(self):
+        """The agent whose turn it is, the conversation so far, what an automatic knowledge
+        search finds, and the calls a user's answer to a question lets go on."""
+        self.turn = await turn_for(self.context.get("config") or {})
+        self.history = await _history(self.conversation_id, self.user_text, self.files,
+                                      VISION in (self.turn.models[0].abilities or []))
+        self.known = len(self.history)
+        if self.knowledge is not None and self.knowledge.automatic:
+            async for item in _host_call(self.result, SEARCH_TOOL, AUTO_CALL_ID,
+                                         {"query": self.user_text}, self.knowledge.answer,
+                                         (SearchError,)):
                 if "role" in item:
-                    found = f"\n\nFrom the knowledge bases (cite as [n]):\n{item['content']}"
+                    self.found = ("\n\nFrom the knowledge bases (cite as [n]):\n"
+                                  f"{item['content']}")
                 else:
                     yield item
-        handovers = steps = 0
-        resumed = tool_approval.answered(context)
+        resumed = tool_approval.answered(self.context)
         if resumed is not None:  # the user answered: the waiting calls, then the model again
-            yield result("state.updated", tool_approval.cleared())
-            if resumed["agent"] != turn.config.get("name") and call.agent_id:
-                turn = await _handed_over(call.agent_id, resumed["agent"])
-            history = [*history, *resumed["messages"]]
-            async for item in answer_calls(resumed["calls"], set(resumed["refused"])):
+            yield self.result("state.updated", tool_approval.cleared())
+            if resumed["agent"] != self.turn.config.get("name") and self.call.agent_id:
+                self.turn = await handed_over(self.call.agent_id, resumed["agent"])
+            self.history = [*self.history, *resumed["messages"]]
+            async for item in self.answer_calls(resumed["calls"], set(resumed["refused"])):
                 yield item
-        while True:
-            text, calls = "", {}
-            params = dict(turn.config.get("model_params") or {})
-            window = turn.models[0].context_window
-            reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
-            system = system_prompt(turn.config) + found + (skills.instructions() if skills else "")
-            messages = trimmed([{"role": "system", "content": system}], history, window,
-                               min(reserve, window // 2))
-            tools = [*offered, *([transfer_tool(turn.targets)] if turn.targets else [])]
-            async for event in stream_with_fallback(turn.models, messages, tools=tools,
-                                                    params=params, call=call):
-                if "usage" in event:
-                    for key in usage:
-                        usage[key] += int(event["usage"].get(key) or 0)
-                    continue
-                chunk = event["chunk"]
-                if chunk.get("content"):
-                    text += chunk["content"]
-                    yield result("message.delta", {"chunk": {"role": "assistant",
-                                                              "content": chunk["content"]}})
-                for tool_call in chunk.get("tool_calls") or []:
-                    entry = calls.setdefault(tool_call["id"], {"name": "", "arguments": ""})
-                    function = tool_call.get("function") or {}
-                    entry["name"] = function.get("name") or entry["name"]
-                    entry["arguments"] += function.get("arguments") or ""
-            target = _transfer_target(turn, calls)
-            if target is not None and call.agent_id and handovers < MAX_TRANSFERS:
-                handovers += 1
-                call_id, args = target
-                name = args["agent_name"]
-                yield result("tool.call.started", {"tool_call_id": call_id,
-                                                   "tool_name": TRANSFER_TOOL,
-                                                   "parameters": args})
-                yield result("tool.call.completed", {"tool_call_id": call_id,
-                                                     "tool_name": TRANSFER_TOOL,
-                                                     "result": {"agent_name": name}})
-                history = [*history,
-                           {"role": "assistant", "content": text or None, "tool_calls": [
-                               {"id": call_id, "type": "function", "function": {
-                                   "name": TRANSFER_TOOL, "arguments": json.dumps(args)}}]},
-                           {"role": "tool", "tool_call_id": call_id,
-                            "content": f"Transferred to {name}."}]
-                turn = await _handed_over(call.agent_id, name)
+
+    async def ask_model(self):
+        """Stream the model's answer to the history: its text as deltas; `self.text` and
+        `self.calls` (by call id) once it ended."""
+        turn = self.turn
+        self.text, self.calls = "", {}
+        params = dict(turn.config.get("model_params") or {})
+        window = turn.models[0].context_window
+        reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
+        system = (system_prompt(turn.config) + self.found
+                  + (self.skills.instructions() if self.skills else ""))
+        messages = trimmed([{"role": "system", "content": system}], self.history, window,
+                           min(reserve, window // 2))
+        tools = [*self.offered, *([transfer_tool(turn.targets)] if turn.targets else [])]
+        async for event in stream_with_fallback(turn.models, messages, tools=tools,
+                                                params=params, call=self.call):
+            if "usage" in event:
+                for key in self.usage:
+                    self.usage[key] += int(event["usage"].get(key) or 0)
                 continue
-            asked = {call_id: entry for call_id, entry in calls.items()
-                     if entry["name"] != TRANSFER_TOOL}
-            if not asked:
-                break
-            steps += 1
-            if steps > MAX_TOOL_STEPS:
-                yield result("run.failed", {
-                    "error": f"the model still called tools after {MAX_TOOL_STEPS} steps "
-                             "without answering", "code": "tool.steps_exceeded"}, usage)
-                return
-            history = [*history, {"role": "assistant", "content": text or None, "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": entry["name"], "arguments": entry["arguments"] or "{}"}}
-                for call_id, entry in asked.items()]}]
-            waiting = tool_approval.needing_approval(turn.config, asked)
-            if waiting and not conversation_id:  # nobody to ask: they do not run
-                async for item in answer_calls(asked, set(waiting)):
+            chunk = event["chunk"]
+            if chunk.get("content"):
+                self.text += chunk["content"]
+                yield self.result("message.delta", {"chunk": {"role": "assistant",
+                                                               "content": chunk["content"]}})
+            for tool_call in chunk.get("tool_calls") or []:
+                entry = self.calls.setdefault(tool_call["id"], {"name": "", "arguments": ""})
+                function = tool_call.get("function") or {}
+                entry["name"] = function.get("name") or entry["name"]
+                entry["arguments"] += function.get("arguments") or ""
+
+    async def hand_over(self, call_id: str, args: dict):
+        """`transfer_to_agent`: recorded as a tool call, and the named agent answers next."""
+        name = args["agent_name"]
+        yield self.result("tool.call.started", {"tool_call_id": call_id,
+                                                "tool_name": TRANSFER_TOOL, "parameters": args})
+        yield self.result("tool.call.completed", {"tool_call_id": call_id,
+                                                  "tool_name": TRANSFER_TOOL,
+                                                  "result": {"agent_name": name}})
+        self.history = [*self.history,
+                        {"role": "assistant", "content": self.text or None, "tool_calls": [
+                            {"id": call_id, "type": "function", "function": {
+                                "name": TRANSFER_TOOL, "arguments": json.dumps(args)}}]},
+                        {"role": "tool", "tool_call_id": call_id,
+                         "content": f"Transferred to {name}."}]
+        self.turn = await handed_over(self.call.agent_id, name)
+
+    async def ask_approval(self, asked: dict, waiting: list):
+        """The calls the user must approve: asked for, the run ends; the answer's run goes
+        on from here."""
+        run_id = self.context["run_id"]
+        yield self.result("action.requested", tool_approval.request(run_id, waiting, asked))
+        yield self.result("state.updated", tool_approval.saved(
+            run_id, self.turn.config.get("name") or "", self.history[self.known:], asked,
+            waiting))
+        yield self.result("run.completed", {"finish_reason": "interaction"}, self.usage)
+
+    async def steps(self):
+        """The model, then its tool calls, until it answers; `self.ended` when the run ended
+        here (a question asked, too many steps)."""
+        handovers = steps = 0
+        self.ended = False
+        while True:
+            async for item in self.ask_model():
+                yield item
+            target = transfer_target(self.turn, self.calls)
+            if target is not None and self.call.agent_id and handovers < MAX_TRANSFERS:
+                handovers += 1
+                async for item in self.hand_over(*target):
                     yield item
                 continue
-            if waiting:  # asked for, the run ends; the answer's run goes on from here
-                yield result("action.requested", tool_approval.request(context["run_id"],
-                                                                       waiting, asked))
-                yield result("state.updated", tool_approval.saved(
-                    context["run_id"], turn.config.get("name") or "", history[known:], asked,
-                    waiting))
-                yield result("run.completed", {"finish_reason": "interaction"}, usage)
+            asked = {call_id: entry for call_id, entry in self.calls.items()
+                     if entry["name"] != TRANSFER_TOOL}
+            if not asked:
                 return
-            async for item in answer_calls(asked):
+            steps += 1
+            if steps > MAX_TOOL_STEPS:
+                self.ended = True
+                yield self.result("run.failed", {
+                    "error": f"the model still called tools after {MAX_TOOL_STEPS} steps "
+                             "without answering", "code": "tool.steps_exceeded"}, self.usage)
+                return
+            self.history = [*self.history, {
+                "role": "assistant", "content": self.text or None, "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {
+                        "name": entry["name"], "arguments": entry["arguments"] or "{}"}}
+                    for call_id, entry in asked.items()]}]
+            waiting = tool_approval.needing_approval(self.turn.config, asked)
+            if waiting and self.conversation_id:
+                self.ended = True
+                async for item in self.ask_approval(asked, waiting):
+                    yield item
+                return
+            # Nobody to ask without a conversation: the calls needing approval do not run.
+            async for item in self.answer_calls(asked, set(waiting)):
                 yield item
-            if skills is not None and skills.changed:  # kept for the conversation's next run
-                skills.changed = False
-                yield result("state.updated", skills.state())
-        message = {"role": "assistant", "content": text}
-        if knowledge is not None and knowledge.citations:
-            message["provider_specific_fields"] = {"citations": knowledge.citations}
-        yield result("message.completed", {"message": message, "file_ids": []}, usage)
-        yield result("run.completed", {"finish_reason": "stop"}, usage)
+            if self.skills is not None and self.skills.changed:  # kept for its next run
+                self.skills.changed = False
+                yield self.result("state.updated", self.skills.state())
+
+    def reply(self):
+        message = {"role": "assistant", "content": self.text}
+        if self.knowledge is not None and self.knowledge.citations:
+            message["provider_specific_fields"] = {"citations": self.knowledge.citations}
+        yield self.result("message.completed", {"message": message, "file_ids": []},
+                          self.usage)
+        yield self.result("run.completed", {"finish_reason": "stop"}, self.usage)
+
+
+async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
+    agent = _AgentRun(context, handle)
+    await agent.offer_tools()
+    try:
+        async for item in agent.begin():
+            yield item
+        async for item in agent.steps():
+            yield item
+        if not agent.ended:
+            for item in agent.reply():
+                yield item
     except ProviderError as exc:
         code, _, error = str(exc).partition(": ")
         if not code.startswith("model."):
             code, error = "model.unavailable", str(exc)
-        yield result("run.failed", {"error": error, "code": code}, usage)
+        yield agent.result("run.failed", {"error": error, "code": code}, agent.usage)
 
 
 class ToolRefused(Exception):
@@ -433,17 +444,3 @@ async def _tool_call(result: _Results, granted: dict[str, dict], call_id: str, e
            "content": f"Error: {error}" if error is not None else _tool_content(answer)}
 
 
-def _transfer_target(turn: _Turn, calls: dict) -> tuple[str, dict] | None:
-    """The model's valid `transfer_to_agent` call, if it made one."""
-    allowed = {target["name"] for target in turn.targets}
-    for call_id, entry in calls.items():
-        if entry["name"] != TRANSFER_TOOL:
-            continue
-        try:
-            args = json.loads(entry["arguments"] or "{}")
-        except ValueError:
-            args = {}
-        if isinstance(args, dict) and args.get("agent_name") in allowed:
-            return call_id, args
-        logger.warning("transfer_to_agent with a target not offered: %r", entry["arguments"])
-    return None

@@ -20,10 +20,9 @@ from langbot_plugin.api.entities.builtin.runner import result as sdk_result
 from ledger import wire
 from ledger.models import TERMINAL_STATUSES, EventSource, RunStatus
 from ledger.selectors import runs as readers
+from ledger.services import leases
 from ledger.services import runs as ledger
-from ledger.services import state as runner_state
 from runners.agent import builtins, reply_files
-from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import (
     attachments,
     context,
@@ -255,7 +254,7 @@ class Orchestrator:
                 await asyncio.sleep(pause)
                 pause = min(pause * 1.5, TURN_POLL_MAX_SECONDS)
         except (GeneratorExit, asyncio.CancelledError):
-            await ledger.request_cancel(run_id, "consumer_cancelled")
+            await leases.request_cancel(run_id, "consumer_cancelled")
             raise
         finally:
             process.run_ended(run_id)
@@ -399,12 +398,12 @@ class Orchestrator:
                                                       data.get("file_ids") or [])
         reply = data.get("message") if type_ == "message.completed" else None
         if type_ == "state.updated":
-            state_write = self._state_write(state, data)
+            state_write = state.state_write(data)
         elif type_ == "message.delta":
             if isinstance(data["chunk"].get("content"), str):
                 state.delta_text += data["chunk"]["content"]
         elif type_ == "tool.call.completed":
-            self._follow_transfer(state, data)
+            state.follow_transfer(data)
         if type_ == "run.completed" and not state.replied:
             # The run's end may carry its reply; a runner that only streams deltas (LangBot's
             # Dify and n8n runners) still answers: the assembled text is its reply.
@@ -436,37 +435,6 @@ class Orchestrator:
             return RunMessage(state.run_id, message.sequence, interactions.FRAME_TYPE,
                               frame) if frame else None
         return message if type_ in DELIVERED_TYPES else None
-
-    @staticmethod
-    def _follow_transfer(state: RunState, data: dict) -> None:
-        """After `transfer_to_agent`, the target answers: it is the reply's author, so the
-        conversation's next message goes to it (agent-tree routing reads the authors)."""
-        result = data.get("result")
-        if data.get("tool_name") == TRANSFER_TOOL and isinstance(result, dict) \
-                and isinstance(result.get("agent_name"), str) and not data.get("error"):
-            state.agent_name = result["agent_name"]
-
-    @staticmethod
-    def _state_write(state: RunState, data: dict) -> runner_state.StateWrite | None:
-        scope, key, value = data["scope"], data["key"], data["value"]
-        problem = None
-        if scope not in state.scopes:
-            problem = f"state scope '{scope}' is not enabled for this run"
-        else:
-            try:
-                size = runner_state.value_size(value)
-            except (TypeError, ValueError):
-                size, problem = 0, "state value is not JSON"
-            if size > runner_state.STATE_VALUE_MAX_BYTES:
-                problem = (f"state value is {size} bytes, over the "
-                           f"{runner_state.STATE_VALUE_LIMIT} limit")
-        if problem:
-            state.host_event("state.rejected", {"scope": scope, "key": key,
-                                                             "reason": problem})
-            return None
-        info = state.scopes[scope]
-        return runner_state.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
-                                 value=value, identity=info["identity"])
 
     async def _publish(self, run_id: str, events: list[dict]) -> None:
         await self.channel_layer.group_send(f"run.{run_id}", {"type": "run.events",

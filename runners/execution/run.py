@@ -18,6 +18,8 @@ from django.conf import settings
 from ledger import wire
 from ledger.models import EventSource, RunStatus
 from ledger.services import runs as ledger
+from ledger.services import state as runner_state
+from runners.catalogue.agent_routing import TRANSFER_TOOL
 from runners.execution import journal
 from runners.execution.journal import Journal
 from runners.execution.results import request_stop
@@ -138,6 +140,36 @@ class RunState:
         self.host_replies.append(self.append(
             "message.completed", {"message": message, "file_ids": []}, None, None,
             source=EventSource.HOST, transcript=self.assistant_transcript(message)))
+
+    def follow_transfer(self, data: dict) -> None:
+        """After `transfer_to_agent`, the target answers: it is the reply's author, so the
+        conversation's next message goes to it (agent-tree routing reads the authors)."""
+        result = data.get("result")
+        if data.get("tool_name") == TRANSFER_TOOL and isinstance(result, dict) \
+                and isinstance(result.get("agent_name"), str) and not data.get("error"):
+            self.agent_name = result["agent_name"]
+
+    def state_write(self, data: dict) -> runner_state.StateWrite | None:
+        """The runner's `state.updated`, checked against the run's scopes and the value
+        limit; None (and a `state.rejected` event) when refused."""
+        scope, key, value = data["scope"], data["key"], data["value"]
+        problem = None
+        if scope not in self.scopes:
+            problem = f"state scope '{scope}' is not enabled for this run"
+        else:
+            try:
+                size = runner_state.value_size(value)
+            except (TypeError, ValueError):
+                size, problem = 0, "state value is not JSON"
+            if size > runner_state.STATE_VALUE_MAX_BYTES:
+                problem = (f"state value is {size} bytes, over the "
+                           f"{runner_state.STATE_VALUE_LIMIT} limit")
+        if problem:
+            self.host_event("state.rejected", {"scope": scope, "key": key, "reason": problem})
+            return None
+        info = self.scopes[scope]
+        return runner_state.StateWrite(scope=scope, scope_key=info["scope_key"], state_key=key,
+                                       value=value, identity=info["identity"])
 
     def assistant_transcript(self, message: dict | None) -> dict | None:
         """A reply of the run, as a line of the conversation's transcript (each reply is one:

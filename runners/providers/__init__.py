@@ -11,10 +11,11 @@ only read or write providers' settings should not pay for. Code a web process lo
 reaches it through `load_calls()`, on its first model call.
 """
 
-import importlib
 from types import ModuleType
 
 
 def load_calls() -> ModuleType:
     """`runners.providers.calls`, imported on first use."""
-    return importlib.import_module("runners.providers.calls")
+    from runners.providers import calls
+
+    return calls

@@ -25,7 +25,7 @@ from asgiref.sync import sync_to_async
 from ledger import owners
 from ledger.models import AgentRun, RunStatus
 from ledger.selectors import runs as readers
-from ledger.services import runs
+from ledger.services import leases
 from runners.runtime.liveness import Heartbeat
 from runners.runtime.loop_bound import Gateway, LoopBoundGateway, submit
 from runners.runtime.run_handle import RunHandle
@@ -131,7 +131,7 @@ class HostProcess:
     async def cancel(self, run_id: str, reason: str) -> AgentRun | None:
         """Flag the run in the ledger and, when it executes in this process, stop it now (one
         executing elsewhere stops within CANCEL_POLL_SECONDS: its process watches the flags)."""
-        run = await runs.request_cancel(run_id, reason)
+        run = await leases.request_cancel(run_id, reason)
         handle = self.active_runs.get(run_id)
         if handle is not None and run is not None:
             handle.stop(RunStatus.CANCELLED, run.status_reason or "cancel_requested")
@@ -163,7 +163,7 @@ class HostProcess:
         give_up = time.monotonic() + grace
         while self.active_runs and time.monotonic() < give_up:
             await asyncio.sleep(0.02)
-        await sync_to_async(runs.fail_owned_runs_sync)(self.owner_id, reason,
+        await sync_to_async(leases.fail_owned_runs_sync)(self.owner_id, reason,
                                                        RunStatus.CANCELLED)
 
 

@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from ledger.services import runs as ledger
+from ledger.services import leases
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class Heartbeat:
             return  # an idle process costs the database nothing
         try:
             await recycle_db_connections()
-            await ledger.renew_leases(self.owner_id, run_ids)
+            await leases.renew_leases(self.owner_id, run_ids)
         except Exception:  # the next tick tries again, well within the lease
             logger.exception("renewing the leases of %d runs failed", len(run_ids))
 
@@ -63,7 +63,7 @@ async def reap_forever() -> None:
     while True:
         try:
             await recycle_db_connections()
-            reaped = await ledger.reap_stale_runs()
+            reaped = await leases.reap_stale_runs()
             if reaped:
                 logger.warning("reaped %d stale runs: %s", len(reaped), ", ".join(reaped))
         except Exception:

@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, AgentRunEvent, Transcript
-from ledger.services import runs as ledger
+from ledger.services import leases
 from runners.execution.orchestrator import Orchestrator
 from runners.protocol import AgentBinding, AgentEventEnvelope, new_run_id
 from runners.runtime.host_process import host_process
@@ -93,7 +93,7 @@ async def test_a_cancel_flagged_only_in_the_ledger_stops_the_run_without_waiting
     consume = asyncio.ensure_future(anext(stream, None))
 
     flagged_at = time.monotonic()
-    await ledger.request_cancel(run_id, "cancelled in the admin")
+    await leases.request_cancel(run_id, "cancelled in the admin")
     assert await asyncio.wait_for(consume, scaled(30)) is None
 
     run = await AgentRun.objects.aget(run_id=run_id)
@@ -112,8 +112,8 @@ async def test_cancels_flagged_in_the_ledger_stop_only_the_runs_they_name(qa_gat
     ends = {name: asyncio.ensure_future(anext(stream, None))
             for name, (_, stream) in streams.items()}
     try:
-        await ledger.request_cancel(streams["first"][0], "first cancelled")
-        await ledger.request_cancel(streams["second"][0], "second cancelled")
+        await leases.request_cancel(streams["first"][0], "first cancelled")
+        await leases.request_cancel(streams["second"][0], "second cancelled")
         await asyncio.wait_for(asyncio.gather(ends["first"], ends["second"]), scaled(3.0))
         still_running = not ends["kept"].done()
     finally:

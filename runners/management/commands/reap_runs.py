@@ -1,6 +1,6 @@
 
 from langhost.base.commands import DatabaseCommand
-from ledger.services.runs import reap_stale_runs_sync
+from ledger.services.leases import reap_stale_runs_sync
 
 
 class Command(DatabaseCommand):

@@ -14,7 +14,7 @@ from accounts.first_admin import has_admin, setup_token
 from langhost.base.parsers import upload_limit_text
 from langhost.base.process_memory import settle_after_startup
 from langhost.base.startup_lock import one_process_at_a_time
-from ledger.services.runs import reap_stale_runs_sync
+from ledger.services.leases import reap_stale_runs_sync
 from runners import safety
 from runners.runtime.sandbox import probe_in_background
 
