@@ -11,7 +11,9 @@ from django.utils import timezone
 
 from ledger.models import AgentRun
 from runners import work
+from runners.knowledge import worker as knowledge_worker
 from runners.schedules.models import Schedule
+from runners.webhooks import worker as webhook_worker
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_work_yet")]
@@ -86,3 +88,16 @@ async def test_a_web_process_beside_runtime_workers_leaves_the_work_to_them():
     work.start_in_serving_process()
 
     assert set(states().values()) == {"running elsewhere"}
+
+
+def test_a_delivery_or_document_queued_after_the_work_stopped_is_left_for_the_next_start():
+    async def start_and_stop():
+        with override_settings(**ALL_ON):
+            work.start()
+            await asyncio.sleep(0)  # each loop begins
+            await work.stop()
+
+    asyncio.run(start_and_stop())  # that loop is closed now, as a stopped process's is
+
+    webhook_worker.wake()  # what a request that queued one does: no error
+    knowledge_worker.wake()

@@ -24,13 +24,16 @@ async def deliver_forever() -> None:
     global _woken
     event = asyncio.Event()
     _woken = (asyncio.get_running_loop(), event)
-    while True:
-        try:
-            await services.deliver_due()
-        except Exception:  # the next round tries again
-            logger.exception("delivering webhooks failed")
-        event.clear()
-        try:
-            await asyncio.wait_for(event.wait(), POLL_SECONDS)
-        except TimeoutError:
-            pass
+    try:
+        while True:
+            try:
+                await services.deliver_due()
+            except Exception:  # the next round tries again
+                logger.exception("delivering webhooks failed")
+            event.clear()
+            try:
+                await asyncio.wait_for(event.wait(), POLL_SECONDS)
+            except TimeoutError:
+                pass
+    finally:  # stopped: a delivery queued from now on waits for the next loop to start
+        _woken = None
