@@ -18,6 +18,10 @@ class RunnersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from runners.agent.builtins import BUILTIN_RUNNERS
+        from runners.plugins import registry
+
+        registry.register_builtins(BUILTIN_RUNNERS)
         # Built-in descriptors are written once per `migrate` (which `serve` runs at every start
         # and a test database's creation or flush repeats): looking a runner up only reads.
         post_migrate.connect(store_builtin_runners, sender=self)

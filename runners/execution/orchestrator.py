@@ -22,7 +22,7 @@ from ledger.models import TERMINAL_STATUSES, EventSource, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import leases
 from ledger.services import runs as ledger
-from runners.agent import builtins, reply_files
+from runners.agent import reply_files
 from runners.execution import (
     attachments,
     context,
@@ -291,7 +291,7 @@ class Orchestrator:
                 handle: LocalRunHandle) -> AsyncIterator[dict]:
         descriptor = state.descriptor
         if descriptor.source == RunnerDescriptor.Source.BUILTIN:
-            return builtins.BUILTIN_RUNNERS[descriptor.id]["run"](payload, handle)
+            return registry.BUILTINS[descriptor.id]["run"](payload, handle)
         item_timeout = (state.deadline - time.time() + 1.0) if state.deadline else NO_DEADLINE_ITEM_TIMEOUT
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 

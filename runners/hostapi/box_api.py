@@ -20,7 +20,7 @@ from ledger.models import AgentRun, Conversation, Transcript
 from ledger.services.artifacts import ArtifactError
 from runners.box import services
 from runners.hostapi import run_api
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 
 ACTIONS = frozenset({"get_box_status", "list_boxes", "acquire_box", "bind_box",
                      "import_box_attachments", "export_box_files"})

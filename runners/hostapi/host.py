@@ -12,7 +12,7 @@ from runners.catalogue import runner_config
 from runners.hostapi import box_api, knowledge_api, model_api, run_api, tool_api, vector_api
 from runners.models import PluginInstallation, PluginStorage
 from runners.observability import tracing
-from runners.runtime.host import HostActions, HostError
+from runners.runtime.host_actions import HostActions, HostError
 from runners.runtime.host_process import host_process
 from runners.runtime.identity import plugin_installation_uuid
 

@@ -22,7 +22,7 @@ from runners.knowledge import collections, services
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
 from runners.providers import load_calls
 from runners.providers.errors import ProviderError
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 from runners.runtime.host_process import host_process
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from runners.models import LLMModel
 from runners.protocol import HOST_NAME
 from runners.providers import load_calls
 from runners.providers.errors import ProviderError
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 from runners.runtime.host_process import host_process
 
 if TYPE_CHECKING:

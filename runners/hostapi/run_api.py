@@ -14,7 +14,7 @@ from ledger.selectors import runs as readers
 from ledger.services import state as runner_state
 from ledger.services import steering
 from runners.models import PluginInstallation
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 from runners.runtime.host_process import host_process
 
 # action -> the available_apis flag that grants it

@@ -23,7 +23,7 @@ from ledger.models import RunStatus
 from runners.agent import reply_files, tool_calls
 from runners.grants.tools import EVENT_REPLY
 from runners.hostapi import run_api
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 from runners.runtime.host_process import host_process
 from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError

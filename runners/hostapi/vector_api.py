@@ -13,7 +13,7 @@ metadata}], "total": n}`. Bad arguments are refused `vector.bad_arguments`.
 from asgiref.sync import sync_to_async
 
 from runners.knowledge import collections
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 
 ACTIONS = frozenset({"vector_upsert", "vector_search", "vector_delete", "vector_list"})
 

@@ -8,7 +8,6 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from runners.agent.builtins import BUILTIN_RUNNERS
 from runners.models import PluginInstallation, RunnerDescriptor
 
 RUNNER_ID_RE = re.compile(r"^plugin:([^/\s]+)/([^/\s]+)/([^/\s]+)$")
@@ -16,6 +15,13 @@ RUNNER_ID_RE = re.compile(r"^plugin:([^/\s]+)/([^/\s]+)/([^/\s]+)$")
 # Discovery in this process clears it; other processes' changes show within the TTL.
 CACHE_SECONDS = 2.0
 _cache: dict[str, tuple[float, RunnerDescriptor]] = {}
+# The runners that run in LangHost's process, by id (`run`, label, capabilities): they register
+# themselves when the app is ready (`runners.apps`), so the registry holds no runner's code.
+BUILTINS: dict[str, dict] = {}
+
+
+def register_builtins(specs: dict[str, dict]) -> None:
+    BUILTINS.update(specs)
 
 
 class RunnerNotFound(LookupError):
@@ -26,7 +32,7 @@ class RunnerNotFound(LookupError):
 
 def runner_availability(runner_id: str) -> bool | None:
     """Whether a runner is available now: None when no runner of that id is known at all."""
-    if runner_id in BUILTIN_RUNNERS:
+    if runner_id in BUILTINS:
         return True
     return RunnerDescriptor.objects.filter(id=runner_id).values_list("available", flat=True) \
         .first()
@@ -37,7 +43,7 @@ def runner_choices() -> list[tuple[str, str]]:
     rows = RunnerDescriptor.objects.order_by("-available", "id").values_list("id", "available")
     known = [(runner_id, runner_id if available else f"{runner_id} (not available now)")
              for runner_id, available in rows]
-    return [*((runner_id, runner_id) for runner_id in BUILTIN_RUNNERS
+    return [*((runner_id, runner_id) for runner_id in BUILTINS
               if runner_id not in dict(known)), *known]
 
 
@@ -116,7 +122,7 @@ def ensure_builtins_sync() -> None:
     """Store a descriptor for each built-in runner (after every `migrate`: runners/apps.py)."""
     now = timezone.now()
     with transaction.atomic():
-        for runner_id, spec in BUILTIN_RUNNERS.items():
+        for runner_id, spec in BUILTINS.items():
             RunnerDescriptor.objects.update_or_create(
                 pk=runner_id,
                 defaults={

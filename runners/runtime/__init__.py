@@ -4,7 +4,7 @@ is injected through ``HostActions``), the runtime worker's Channels transport, t
 loop and runs (`host_process`), run liveness, and the run handle's contract (`run_handle`).
 """
 
-from runners.runtime.host import HostActions, HostError
+from runners.runtime.host_actions import HostActions, HostError
 from runners.runtime.identity import Identity, plugin_installation_uuid
 from runners.runtime.link import (
     LinkLost,

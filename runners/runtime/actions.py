@@ -29,7 +29,7 @@ from langbot_plugin.entities.io.req import ActionRequest
 from langbot_plugin.entities.io.resp import ActionResponse
 from langbot_plugin.runtime.io.handler import Handler
 
-from runners.runtime.host import HostActions, HostError
+from runners.runtime.host_actions import HostActions, HostError
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from langbot_plugin.runtime.security import PLUGIN_RUNTIME_CONTROL_TOKEN_HEADER
 from runners.runtime import runtime_log
 from runners.runtime.actions import HostHandler
 from runners.runtime.errors import LinkLost, LinkNotReady, RuntimeLinkError, ToolNotFound
-from runners.runtime.host import HostActions
+from runners.runtime.host_actions import HostActions
 from runners.runtime.identity import Identity
 from runners.runtime.process import free_port, spawn_runtime, stop_runtime
 from runners.runtime.sandbox import Sandbox

@@ -10,11 +10,10 @@ def register_builtin(monkeypatch, db):
     `run(context)` is an async generator of results (it is not handed the run's handle);
     `result(context, seq, type, data)` helps.
     """
-    from runners.agent import builtins
-    from runners.plugins.registry import ensure_builtins_sync
+    from runners.plugins.registry import BUILTINS, ensure_builtins_sync
 
     def register(runner_id, run):
-        monkeypatch.setitem(builtins.BUILTIN_RUNNERS, runner_id, {
+        monkeypatch.setitem(BUILTINS, runner_id, {
             "run": lambda context, handle: run(context), "label": {"en_US": runner_id}, "description": {},
             "capabilities": {}, "permissions": {},
         })

@@ -4,7 +4,7 @@ import pytest
 
 from ledger.models import AgentRun, Conversation
 from runners.hostapi import knowledge_api, run_api, tool_api
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,7 +20,7 @@ from runners.grants.tools import tool_grants
 from runners.hostapi import tool_api
 from runners.models import LLM_AGENT_RUNNER_ID, McpServer, RunnerDescriptor
 from runners.protocol import AgentBinding
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 from runners.tests.conversation_fixtures import conversations_url, read_body
 from runners.tests.tools.conftest import SERVER, close_process_sessions  # noqa: F401
 from tests.fake_providers import Reply

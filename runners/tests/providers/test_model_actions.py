@@ -9,7 +9,7 @@ import pytest
 from ledger.models import AgentRun, ModelCall
 from runners.hostapi import model_api
 from runners.hostapi.host import DjangoHost
-from runners.runtime.host import HostError
+from runners.runtime.host_actions import HostError
 from tests.fake_providers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
