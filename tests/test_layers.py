@@ -2,7 +2,7 @@
 bottom, and no module imports one of a higher layer; imports form no circle, wherever they
 stand (module level, inside a function, under TYPE_CHECKING); no project code is imported by
 name at run time (`importlib`, `__import__`), which no scan would see; no module passes 500
-lines, and no function of the run path 80."""
+lines, and no function of the run path 80; the ledger is read through its selectors."""
 
 import ast
 from pathlib import Path
@@ -293,3 +293,44 @@ def drawn_layers() -> list[tuple[str, tuple[str, ...]]]:
 
 def test_the_architecture_draws_the_layers_this_test_holds():
     assert drawn_layers() == [(name, packages) for name, packages in LAYERS]
+
+
+LEDGER_MODELS = sorted(
+    node.name for name, source in SOURCES.items() if name.startswith("ledger.models.")
+    for node in ast.parse(source).body
+    if isinstance(node, ast.ClassDef) and any(ast.unparse(base) == "models.Model"
+                                              for base in node.bases))
+
+
+def ledger_reads(source: str) -> list[str]:
+    """Each `<ledger model>.objects...` in `source` but an empty queryset (`.none()`, which
+    schema generation asks of a view)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Attribute) and node.attr == "objects"
+                and isinstance(node.value, ast.Name) and node.value.id in LEDGER_MODELS):
+            found.append(node.value.id)
+    nones = [node.func.value.value.id for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr == "none" and isinstance(node.func.value, ast.Attribute)
+             and node.func.value.attr == "objects" and isinstance(node.func.value.value, ast.Name)
+             and node.func.value.value.id in LEDGER_MODELS]
+    for model in nones:
+        found.remove(model)
+    return found
+
+
+def test_the_ledger_is_read_through_its_selectors():
+    assert "AgentRun" in LEDGER_MODELS and "Transcript" in LEDGER_MODELS
+    outside = sorted(f"{name}: {model}" for name, source in SOURCES.items()
+                     if not name.startswith("ledger")
+                     for model in ledger_reads(source))
+
+    assert outside == []
+
+
+def test_a_ledger_read_added_outside_the_ledger_is_found():
+    added = "def busy(agent_id):\n    return AgentRun.objects.filter(agent_id=agent_id).exists()\n"
+
+    assert ledger_reads(added) == ["AgentRun"]
+    assert ledger_reads("def none():\n    return AgentRun.objects.none()\n") == []

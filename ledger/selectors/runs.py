@@ -57,9 +57,60 @@ def active_runs_of_conversation(*, runner_id: str, binding_id: str, conversation
     ).order_by("id").values_list("run_id", flat=True))
 
 
-async def run_status(run_id: str) -> str | None:
+def status_of(run_id: str) -> str | None:
     """The run's status, or None while it has no row (not started, or never)."""
+    return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
+
+
+async def run_status(run_id: str) -> str | None:
     return await AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
+
+
+def get(run_id: str) -> AgentRun | None:
+    return AgentRun.objects.filter(run_id=run_id).first()
+
+
+async def aget(run_id: str) -> AgentRun | None:
+    return await AgentRun.objects.filter(run_id=run_id).afirst()
+
+
+def all_runs():
+    """Every run, newest first."""
+    return AgentRun.objects.order_by("-id")
+
+
+def started_by(actor_id: str):
+    """The runs a user started (each one's own index)."""
+    return AgentRun.objects.filter(actor_type="user", actor_id=actor_id)
+
+
+def of_project(project_id: str):
+    return AgentRun.objects.filter(project_id=project_id)
+
+
+def of_agent(agent_id: str):
+    return AgentRun.objects.filter(agent_id=agent_id)
+
+
+def agent_is_busy(agent_id: str) -> bool:
+    """Whether a run of the agent is queued or running."""
+    return AgentRun.objects.active().filter(agent_id=agent_id).exists()
+
+
+def started_by_event_prefix(prefix: str, limit: int) -> list[dict]:
+    """The newest runs whose event id starts with `prefix` (a schedule's ticks)."""
+    # A range, not LIKE: SQLite's LIKE ignores case and cannot use the index.
+    return list(AgentRun.objects.filter(event_id__gte=prefix, event_id__lt=prefix + "\uffff")
+                .order_by("-id").values("run_id", "status", "created_at")[:limit])
+
+
+def events_after(run_id: str, after: int):
+    """The run's events past `after`, on the run's own index."""
+    return AgentRunEvent.objects.filter(run_id=run_id, sequence__gt=after)
+
+
+def event_record(event_id: str) -> EventLog | None:
+    return EventLog.objects.filter(event_id=event_id).first()
 
 
 def tool_calls_of(run_id: str) -> list[tuple[str, dict]]:

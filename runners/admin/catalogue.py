@@ -6,7 +6,8 @@ from django.utils.html import format_html, format_html_join
 from pydantic import ValidationError
 
 from ledger.admin import pretty
-from ledger.models import AgentRun, Conversation
+from ledger.selectors import conversations as conversation_selectors
+from ledger.selectors import runs as run_selectors
 from runners.admin import pickers
 from runners.admin.secret_fields import show_config_without_secrets
 from runners.catalogue import runner_config, services, tree_diagram
@@ -231,8 +232,8 @@ class AgentInstanceAdmin(admin.ModelAdmin):
     def activity(self, agent):
         if agent.pk is None:
             return "—"
-        conversations = Conversation.objects.filter(agent_id=str(agent.pk)).count()
-        runs = AgentRun.objects.filter(agent_id=str(agent.pk)).count()
+        conversations = conversation_selectors.count_of_agent(str(agent.pk))
+        runs = run_selectors.of_agent(str(agent.pk)).count()
         return format_html(
             '<a href="{}?agent_id={}">{} conversation(s)</a> · <a href="{}?agent_id={}">{} run(s)</a>'
             ' · <a href="{}?agent__id__exact={}">evaluation reports</a>'

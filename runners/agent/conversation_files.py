@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import Conversation
+from ledger.selectors import conversations as conversation_selectors
 from ledger.services.artifacts import ArtifactError, ArtifactNotFound, artifacts
 from runners.knowledge import parsing
 
@@ -38,11 +38,10 @@ class ConversationFiles:
         conversation_id = (context.get("conversation") or {}).get("conversation_id")
         if not conversation_id:
             return None
-        scope = await Conversation.objects.filter(conversation_id=conversation_id).values(
-            "project_id", "user_id").afirst()
-        if scope is None or not scope["user_id"]:
+        scope = await conversation_selectors.aowner_of(conversation_id)
+        if scope is None or not scope[1]:
             return None
-        project_id, user_id = str(scope["project_id"]), str(scope["user_id"])
+        project_id, user_id = str(scope[0]), str(scope[1])
         names = await sync_to_async(artifacts.list_names)(project_id, user_id, conversation_id)
         return cls(project_id, user_id, conversation_id, tuple(names))
 

@@ -31,7 +31,9 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import AgentRun, Transcript, entry_text
+from ledger.models import entry_text
+from ledger.selectors import conversations as conversation_selectors
+from ledger.selectors import runs as run_selectors
 from ledger.services.artifacts import ArtifactError
 from runners.agent import skill_tools, tool_approval, tool_calls
 from runners.agent.conversation_files import (
@@ -102,9 +104,7 @@ async def _history(conversation_id: str | None, user_text: str,
     newest MAX_IMAGES)."""
     if not conversation_id:
         return [{"role": "user", "content": user_text}]
-    rows = [row async for row in Transcript.objects.filter(conversation_id=conversation_id)
-            .order_by("-id").values("role", "content", "content_json",
-                                    "attachment_refs")[:HISTORY_ROWS]]
+    rows = await conversation_selectors.latest_rows(conversation_id, HISTORY_ROWS)
     history, images = [], 0
     for row in rows:  # newest first
         text = entry_text(row["content"], row["content_json"])
@@ -145,7 +145,7 @@ async def _granted_tools(context: dict) -> dict[str, dict]:
     source a call is routed by."""
     if not (context.get("resources") or {}).get("tools"):
         return {}
-    run = await AgentRun.objects.filter(run_id=context["run_id"]).afirst()
+    run = await run_selectors.aget(context["run_id"])
     auth = await sync_to_async(run.authorization)() if run else {}
     return {tool["tool_name"]: tool for tool in (auth.get("resources") or {}).get("tools") or []}
 

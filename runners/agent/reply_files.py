@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import Conversation
+from ledger.selectors import conversations as conversation_selectors
 from ledger.services.artifacts import (
     ArtifactError,
     ArtifactNotFound,
@@ -49,7 +49,7 @@ def _decoded(part: dict) -> tuple[bytes, str]:
 
 
 def _saved(message: dict, conversation_id: str, run_id: str, file_ids: list[str]) -> dict:
-    conversation = Conversation.objects.filter(conversation_id=conversation_id).first()
+    conversation = conversation_selectors.by_ledger_id(conversation_id)
     if conversation is None:
         return message
     base = (f"/api/v1/projects/{conversation.project_id}/agents/{conversation.agent_id}/"

@@ -13,6 +13,7 @@ Both go through the door's own checks (`services.find_agent`, `find_conversation
 """
 
 from ledger.models import Conversation, Transcript
+from ledger.selectors import conversations as conversation_selectors
 from ledger.services import conversations
 from runners.conversations import services as door
 from runners.conversations import targets
@@ -22,8 +23,7 @@ from runners.conversations.input import Part
 
 
 def _entry(conversation: Conversation, entry_id: int) -> Transcript:
-    entry = Transcript.objects.filter(conversation_id=conversation.conversation_id,
-                                      pk=entry_id).first()
+    entry = conversation_selectors.entry(conversation.conversation_id, entry_id)
     if entry is None:
         raise InvalidInput(f"The conversation has no entry {entry_id}.", field="entry_id")
     return entry
@@ -47,18 +47,15 @@ def prepare_rerun(caller: Caller, *, agent_id, project_id, conversation_id: str,
     agent = door.find_agent(caller, agent_id, project_id)
     conversation = door.find_conversation(caller, agent, conversation_id)
     entry = _entry(conversation, entry_id)
-    asked = entry if entry.role == "user" else Transcript.objects.filter(
-        conversation_id=conversation.conversation_id, role="user", pk__lt=entry.pk).order_by(
-        "-pk").first()
+    asked = entry if entry.role == "user" else conversation_selectors.user_message_before(
+        conversation.conversation_id, entry.pk)
     if asked is None:
         raise InvalidInput(f"Entry {entry_id} answers no user message: nothing to run again.",
                        field="entry_id")
     text = asked.full_text if text is None else text
     if not text.strip():
         raise InvalidInput("The message to run again has no text.", field="text")
-    before = Transcript.objects.filter(conversation_id=conversation.conversation_id,
-                                       pk__lt=asked.pk).order_by("-pk").values_list(
-        "pk", flat=True).first()
+    before = conversation_selectors.entry_before(conversation.conversation_id, asked.pk)
     forked = conversations.fork(conversation, before, targets.state_identity(agent, conversation),
                                 title=_fork_title(conversation, "Re-run"))
     prepared = door.prepare_agent_run(

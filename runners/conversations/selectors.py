@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from accounts.models import Project
 from ledger.models import AgentRun
+from ledger.selectors import runs as run_selectors
 from runners.models import AgentInstance
 
 
@@ -41,7 +42,7 @@ def visible_agent(user, agent_id, project_id=None) -> AgentInstance | None:
 
 
 def visible_runs(user):
-    runs = AgentRun.objects.order_by("-id")
+    runs = run_selectors.all_runs()
     if user.is_superuser:
         return runs
     owned = [str(pk) for pk in Project.objects.filter(owner=user).values_list("pk", flat=True)]
@@ -53,10 +54,10 @@ def visible_run_sets(user) -> list:
     `visible_runs`): all runs for a superuser; else the runs they started, and those of each
     project they own."""
     if user.is_superuser:
-        return [AgentRun.objects.all()]
+        return [run_selectors.all_runs()]
     owned = Project.objects.filter(owner=user).values_list("pk", flat=True)
-    return [AgentRun.objects.filter(actor_type="user", actor_id=str(user.pk)),
-            *(AgentRun.objects.filter(project_id=str(pk)) for pk in owned)]
+    return [run_selectors.started_by(str(user.pk)),
+            *(run_selectors.of_project(str(pk)) for pk in owned)]
 
 
 def can_view_run(user, run: AgentRun) -> bool:

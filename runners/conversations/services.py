@@ -141,8 +141,8 @@ def find_conversation(caller: Caller, agent: AgentInstance, conversation_id: str
     """The caller's own conversation with the agent (the operator may name any by its ledger
     id). Someone else's conversation is not found, whatever id names it."""
     if caller.user is None:
-        conversation = Conversation.objects.filter(
-            agent_id=str(agent.pk), conversation_id=conversation_id).first()
+        conversation = conversation_selectors.by_ledger_id(conversation_id,
+                                                           agent_id=str(agent.pk))
     else:
         conversation = conversation_selectors.get(conversation_id, user_id=str(caller.user.pk),
                                                   agent_id=str(agent.pk))
@@ -320,8 +320,7 @@ def _mark_working(agent_pk) -> None:
 @sync_to_async
 def _after_run(agent_pk, conversation_id: str | None) -> None:
     """Back to idle unless another run of the agent is still going; the conversation moved."""
-    busy = AgentRun.objects.active().filter(agent_id=str(agent_pk)).exists()
-    if not busy:
+    if not run_selectors.agent_is_busy(str(agent_pk)):
         AgentInstance.objects.filter(pk=agent_pk, status=AgentInstance.Status.WORKING).update(
             status=AgentInstance.Status.IDLE, updated_at=timezone.now())
     if conversation_id:
@@ -400,7 +399,7 @@ async def run_to_end(prepared: PreparedRun) -> dict:
 
 @sync_to_async
 def _run_seen_by(caller: Caller, run_id: str) -> AgentRun:
-    runs = AgentRun.objects.all() if caller.user is None else selectors.visible_runs(caller.user)
+    runs = run_selectors.all_runs() if caller.user is None else selectors.visible_runs(caller.user)
     run = runs.filter(run_id=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id}.")

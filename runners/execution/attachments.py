@@ -19,7 +19,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import signing
 
-from ledger.models import AgentRun, Conversation, RunStatus
+from ledger.models import RunStatus
+from ledger.selectors import conversations as conversation_selectors
+from ledger.selectors import runs as run_selectors
 from ledger.services.artifacts import ArtifactNotFound, OpenedArtifact, artifacts
 from runners.box import services as box_services
 from runners.protocol import AgentEventEnvelope
@@ -70,8 +72,7 @@ async def for_runner(event: AgentEventEnvelope, run_id: str, box: bool = False) 
 
 
 def _with_links(saved: list[dict], conversation_id: str, run_id: str, box: bool) -> None:
-    scope = Conversation.objects.filter(conversation_id=conversation_id).values_list(
-        "project_id", "user_id").first()
+    scope = conversation_selectors.owner_of(conversation_id)
     if scope is None:
         return
     scope = (str(scope[0]), str(scope[1]), conversation_id)
@@ -107,7 +108,7 @@ def opened(run_id: str, token: str) -> OpenedArtifact:
         raise AttachmentRefused(404, "This link is not valid.") from None
     if claim.get("r") != run_id:
         raise AttachmentRefused(404, "This link is not one of this run's.")
-    status = AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
+    status = run_selectors.status_of(run_id)
     if status not in ACTIVE:
         raise AttachmentRefused(410, "The run this link belongs to has ended.")
     try:

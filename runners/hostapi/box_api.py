@@ -16,7 +16,8 @@ arguments are refused `box.bad_arguments`.
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import AgentRun, Conversation, Transcript
+from ledger.models import AgentRun
+from ledger.selectors import conversations as conversation_selectors
 from ledger.services.artifacts import ArtifactError
 from runners.box import services
 from runners.hostapi import run_api
@@ -67,17 +68,15 @@ def _answer(action: str, run: AgentRun, workspace: services.Workspace, data: dic
 
 
 def _scope(run: AgentRun) -> tuple[str, str, str]:
-    project_id, user_id = Conversation.objects.filter(
-        conversation_id=run.conversation_id).values_list("project_id", "user_id").get()
+    project_id, user_id = conversation_selectors.owner_of(run.conversation_id)
     return str(project_id), str(user_id), run.conversation_id
 
 
 def _imported(run: AgentRun, workspace: services.Workspace, wanted) -> list[dict]:
     if wanted is not None and not isinstance(wanted, list):
         raise services.BoxError("attachment_ids is a list of attachment refs")
-    attachments = (Transcript.objects.filter(conversation_id=run.conversation_id,
-                                             event_id=run.event_id, role="user")
-                   .values_list("attachment_refs", flat=True).first()) or []
+    attachments = conversation_selectors.attachments_of_message(run.conversation_id,
+                                                                run.event_id)
     return services.import_attachments(workspace, _scope(run), attachments, wanted)
 
 

@@ -9,7 +9,7 @@ writes target an active run. Refusals raise `HostError` with a stable code.
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import AgentRun, EventLog, RunStatus
+from ledger.models import AgentRun, RunStatus
 from ledger.selectors import runs as readers
 from ledger.services import state as runner_state
 from ledger.services import steering
@@ -38,7 +38,7 @@ STATE_KEY_ALIASES = {"conversation_id": "external.conversation_id"}
 def _load(run_id: str, installation_uuid: str | None) -> tuple[AgentRun | None, dict,
                                                                 str | None]:
     """The run, its authorization snapshot, and the plugin of the installation."""
-    run = AgentRun.objects.filter(run_id=run_id).first()
+    run = readers.get(run_id)
     plugin = None
     if installation_uuid:
         installation = PluginInstallation.objects.filter(installation_uuid=installation_uuid).first()
@@ -121,7 +121,7 @@ def _target_run(run: AgentRun, target_run_id) -> AgentRun:
     """The caller's run, or another run of the same runner in the same conversation."""
     if not target_run_id or target_run_id == run.run_id:
         return run
-    target = AgentRun.objects.filter(run_id=target_run_id).first()
+    target = readers.get(target_run_id)
     if (target is None or target.runner_id != run.runner_id or not run.conversation_id
             or target.conversation_id != run.conversation_id or target.thread_id != run.thread_id):
         raise HostError("run.not_found", f"run {target_run_id} is not visible to this run")
@@ -137,7 +137,7 @@ def _own_conversation(run: AgentRun, requested) -> None:
 
 @sync_to_async
 def _event_get(run: AgentRun, event_id) -> dict:
-    entry = EventLog.objects.filter(event_id=event_id).first()
+    entry = readers.event_record(event_id)
     visible = entry is not None and (
         entry.event_id == run.event_id
         or (run.conversation_id and entry.conversation_id == run.conversation_id
@@ -166,7 +166,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     if action == "run_cancel":
         target = await _target_run(run, data.get("target_run_id"))
         await host_process().cancel(target.run_id, data.get("reason") or "cancelled by the runner")
-        return readers.sdk_run(await AgentRun.objects.aget(pk=target.pk))
+        return readers.sdk_run(await readers.aget(target.run_id))
     if action == "run_list":
         _own_conversation(run, data.get("conversation_id"))
         return await sync_to_async(readers.run_list_sync)(

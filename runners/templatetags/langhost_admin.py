@@ -3,9 +3,8 @@
 import uuid
 
 from django import template
-from django.db.models import Q
 
-from ledger.models import Transcript
+from ledger.selectors import conversations as conversation_selectors
 from runners.catalogue import tree_diagram
 from runners.catalogue.agent_routing import TreeError
 from runners.catalogue.trees import build_tree
@@ -17,11 +16,7 @@ register = template.Library()
 @register.simple_tag
 def run_transcript(run):
     """The transcript entries of a run: the message that started it and what it answered."""
-    if run is None or not run.conversation_id:
-        return Transcript.objects.none()
-    return Transcript.objects.filter(conversation_id=run.conversation_id).filter(
-        Q(event_id=run.event_id) | Q(run_id=run.run_id)
-    ).order_by("id")
+    return conversation_selectors.entries_of_run(run)
 
 
 @register.simple_tag

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 @database_sync_to_async
 def _load_run(run_id: str) -> AgentRun | None:
-    return AgentRun.objects.filter(run_id=run_id).only("run_id", "project_id", "status").first()
+    return readers.get(run_id)
 
 
 @database_sync_to_async

@@ -22,9 +22,10 @@ from accounts.permissions import IsSuperuser
 from langhost.base import keyset
 from langhost.base.api import BadInput, Gone
 from langhost.base.async_views import AsyncDispatch
-from ledger.models import AgentRun, AgentRunEvent
+from ledger.models import AgentRun
 from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import model_calls as model_call_selectors
+from ledger.selectors import runs as run_selectors
 from runners.api import streaming
 from runners.api.exceptions import RuntimeUnreachable
 from runners.api.files import file_response
@@ -155,7 +156,7 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
             after = int(request.query_params.get("after_sequence", 0))
         except ValueError:
             raise BadInput("after_sequence must be an integer.", field="after_sequence") from None
-        events = AgentRunEvent.objects.filter(run_id=run.run_id, sequence__gt=after)
+        events = run_selectors.events_after(run.run_id, after)
         page = keyset.KeysetPage([events], request, key="sequence", newest_first=False,
                                  total=events.count)
         return page.response(RunEventSerializer(page.rows, many=True).data)

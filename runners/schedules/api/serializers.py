@@ -2,7 +2,7 @@ import pydantic
 from django.utils import timezone
 from rest_framework import serializers
 
-from ledger.models import AgentRun
+from ledger.selectors import runs as run_selectors
 from runners.protocol import EventInput
 from runners.schedules import services
 from runners.schedules.models import Schedule
@@ -25,10 +25,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
                             "created_at", "updated_at"]
 
     def get_last_runs(self, schedule) -> list[dict]:
-        # A range, not LIKE: SQLite's LIKE ignores case and cannot use the index.
-        prefix = schedule.event_prefix
-        return list(AgentRun.objects.filter(event_id__gte=prefix, event_id__lt=prefix + "\uffff")
-                    .order_by("-id").values("run_id", "status", "created_at")[:LAST_RUNS])
+        return run_selectors.started_by_event_prefix(schedule.event_prefix, LAST_RUNS)
 
     def validate_input(self, value):
         if not isinstance(value, dict):
