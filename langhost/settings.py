@@ -330,10 +330,10 @@ LANGHOST_SANDBOX_CLOSED_PORTS = sorted(
 LANGHOST_SANDBOX_HIDDEN = [str(DATA_DIR)] + (
     [str(DATABASES["default"]["NAME"])] if DATABASES["default"]["ENGINE"].endswith("sqlite3")
     else [])
-# Whether the process that owns the plugin runtime fails the runs whose process died (their
+# Whether the process that owns work (runners/work.py) fails the runs whose process died (their
 # lease ran out) once a tick.
 LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)
-# Whether the process that owns the plugin runtime ingests knowledge documents in its
+# Whether the process that owns work ingests knowledge documents in its
 # background (else `manage.py ingest_knowledge` does).
 LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)
 # The sandbox box (runners/box/): its backend (`sandbox`, confined as plugins are; the SDK's
@@ -349,7 +349,7 @@ LANGHOST_BOX_FILE_BYTES = int(os.environ.get("LANGHOST_BOX_FILE_BYTES", 1024 * 1
 # A connection that searches a knowledge base's vectors on SQLite reads the file through a
 # memory map this large (its scan reads every vector), not through SQLite's small page cache.
 LANGHOST_SQLITE_MMAP_BYTES = int(os.environ.get("LANGHOST_SQLITE_MMAP_BYTES", 256 * 1024 * 1024))
-# Webhooks (runners/webhooks/): whether the process that owns the plugin runtime delivers
+# Webhooks (runners/webhooks/): whether the process that owns work delivers
 # them in its background (else `manage.py deliver_webhooks` does), whether private and
 # loopback addresses may be called, and each delivery's time-out, attempts and first backoff.
 LANGHOST_WEBHOOK_DELIVERY = env_bool("LANGHOST_WEBHOOK_DELIVERY", True)

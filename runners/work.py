@@ -127,19 +127,28 @@ def start() -> None:
             each.task = loop.create_task(each.run(), name=f"work: {each.name}")
 
 
+_serving = False
+
+
 def start_in_serving_process() -> None:
-    """`start()`, unless runtime workers own the work (`LANGHOST_RUNTIME_WORKER`)."""
-    if not settings.LANGHOST_RUNTIME_WORKER:
-        start()
+    """`start()`, once in the serving process's life (a request arriving while it stops starts
+    nothing again), unless runtime workers own the work (`LANGHOST_RUNTIME_WORKER`)."""
+    global _serving
+    if not _serving:
+        _serving = True
+        if not settings.LANGHOST_RUNTIME_WORKER:
+            start()
 
 
 async def stop() -> None:
     global _started
     _started = False
-    tasks = [each.task for each in LOOPS if each.task is not None]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    # Cancel until they are gone: an SDK call (asyncio.wait_for on 3.11) can swallow a
+    # cancellation that arrives just as its answer does, and the loop then runs on.
+    while pending := [each.task for each in LOOPS if each.task and not each.task.done()]:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=0.5)
     for each in LOOPS:
         each.task = None
 

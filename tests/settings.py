@@ -37,16 +37,16 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
     **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],  # noqa: F405
     "state-writes": "10000/second", "run-starts": "10000/second"}}
 
-# The gateways tests start ingest no knowledge and reap no runs in their background: a
-# session's gateway would touch the database between tests, from the thread the next test's
+# No background work (runners/work.py) in the tests' own process: its loops would touch the
+# database between tests, from the thread the next test's
 # own database work shares (pytest-django refuses it there, leaving a connection half-made).
 # Knowledge tests ingest with `manage.py ingest_knowledge` or the worker; the liveness tests
 # reap themselves.
 LANGHOST_KNOWLEDGE_INGESTION = False
 LANGHOST_REAP_STALE_RUNS = False
 
-# Webhooks: the tests' gateways deliver none in their background (the tests deliver with
-# `deliver_due`), and the tests' receivers listen on loopback.
+# Webhooks: delivered by the tests themselves (`deliver_due`); the tests' receivers listen on
+# loopback.
 LANGHOST_WEBHOOK_DELIVERY = False
 LANGHOST_BACKGROUND_WORK = False
 LANGHOST_WEBHOOK_ALLOW_PRIVATE = True

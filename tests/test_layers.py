@@ -303,13 +303,18 @@ LEDGER_MODELS = sorted(
 
 
 def ledger_reads(source: str) -> list[str]:
-    """Each `<ledger model>.objects...` in `source` but an empty queryset (`.none()`, which
-    schema generation asks of a view)."""
+    """Each `<ledger model>.objects...` or `get_object_or_404(<ledger model>, ...)` in
+    `source`, but an empty queryset (`.none()`, which schema generation asks of a view)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if (isinstance(node, ast.Attribute) and node.attr == "objects"
                 and isinstance(node.value, ast.Name) and node.value.id in LEDGER_MODELS):
             found.append(node.value.id)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in {
+                "get_object_or_404", "get_list_or_404", "aget_object_or_404"}
+              and node.args and isinstance(node.args[0], ast.Name)
+              and node.args[0].id in LEDGER_MODELS):
+            found.append(node.args[0].id)
     nones = [node.func.value.value.id for node in ast.walk(ast.parse(source))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
              and node.func.attr == "none" and isinstance(node.func.value, ast.Attribute)
@@ -333,4 +338,6 @@ def test_a_ledger_read_added_outside_the_ledger_is_found():
     added = "def busy(agent_id):\n    return AgentRun.objects.filter(agent_id=agent_id).exists()\n"
 
     assert ledger_reads(added) == ["AgentRun"]
+    assert ledger_reads("def page(run_id):\n    return get_object_or_404(AgentRun, run_id=run_id)\n"
+                        ) == ["AgentRun"]
     assert ledger_reads("def none():\n    return AgentRun.objects.none()\n") == []

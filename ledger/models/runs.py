@@ -127,38 +127,6 @@ class AgentRunEvent(models.Model):
         return f"{self.run_id}#{self.sequence} {self.type}"
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 class RunGrants(models.Model):
     """The part of runs' authorization snapshots that their binding decides (runner, APIs,
     policies, prompt, granted models, tools, knowledge bases, skills): the same for most runs,

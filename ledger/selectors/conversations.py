@@ -52,6 +52,11 @@ async def aowner_of(conversation_id: str) -> tuple | None:
     return tuple(scope) if scope else None
 
 
+def of_user(user_id: str):
+    """The user's conversations, with any agent."""
+    return Conversation.objects.filter(user_id=user_id)
+
+
 def count_of_agent(agent_id: str) -> int:
     return Conversation.objects.filter(agent_id=agent_id).count()
 

@@ -66,8 +66,10 @@ async def run_status(run_id: str) -> str | None:
     return await AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
 
 
-def get(run_id: str) -> AgentRun | None:
-    return AgentRun.objects.filter(run_id=run_id).first()
+def get(run_id: str, *fields: str) -> AgentRun | None:
+    """The run of that id (only `fields` loaded, when named), None when there is none."""
+    rows = AgentRun.objects.filter(run_id=run_id)
+    return (rows.only(*fields) if fields else rows).first()
 
 
 async def aget(run_id: str) -> AgentRun | None:

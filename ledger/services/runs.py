@@ -439,26 +439,6 @@ def finish_run(run_id: str, status: str, reason: str = "", usage: dict | None = 
                             may_have_model_calls)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def transcript_text(content) -> str:
     """A message's text as its transcript entry's `content`: cut past TRANSCRIPT_MAX_CHARS,
     with a marker saying how much more there is."""
@@ -467,4 +447,3 @@ def transcript_text(content) -> str:
         return text
     return (f"{text[:TRANSCRIPT_MAX_CHARS]} … [cut: {len(text) - TRANSCRIPT_MAX_CHARS:,} more "
             f"characters, kept whole in the entry's message]")
-

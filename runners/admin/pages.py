@@ -9,7 +9,9 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 from langbot_plugin.api.entities.builtin.runner.interaction import InteractionRequest
 
-from ledger.models import AgentRun, Conversation, Interaction
+from ledger.selectors import conversations as conversation_selectors
+from ledger.selectors import interactions as interaction_selectors
+from ledger.selectors import runs as run_selectors
 from runners import safety, work
 from runners.admin.dashboard import dashboard_context
 from runners.box import server as box_server
@@ -78,7 +80,7 @@ def playground(request):
 
 def run_detail(request, run_id):
     """`/admin/runs/<run_id>/`: the run's change page, found by its run id."""
-    run = get_object_or_404(AgentRun, run_id=run_id)
+    run = get_object_or_404(run_selectors.all_runs(), run_id=run_id)
     return redirect("admin:ledger_agentrun_change", run.pk)
 
 
@@ -86,10 +88,10 @@ def run_detail(request, run_id):
 def answer_interaction(request, conversation_pk, interaction_pk):
     """The conversation page's answer to a question a run asked: through the door, as the
     conversation's user; the answer's run goes on in the background."""
-    conversation = get_object_or_404(Conversation, pk=conversation_pk,
-                                     user_id=str(request.user.pk))
-    question = get_object_or_404(Interaction, pk=interaction_pk,
-                                 conversation_id=conversation.conversation_id)
+    conversation = get_object_or_404(conversation_selectors.of_user(str(request.user.pk)),
+                                     pk=conversation_pk)
+    question = get_object_or_404(
+        interaction_selectors.of_conversation(conversation.conversation_id), pk=interaction_pk)
     fields = InteractionRequest.model_validate(question.request_json).fields
     try:
         prepared = interactions.prepare_answer(
@@ -110,8 +112,8 @@ def answer_interaction(request, conversation_pk, interaction_pk):
 def fork_conversation(request, conversation_pk, entry_pk):
     """The conversation page's "fork here" (its user's own conversation): a new conversation
     as this one was at the entry; its page next."""
-    conversation = get_object_or_404(Conversation, pk=conversation_pk,
-                                     user_id=str(request.user.pk))
+    conversation = get_object_or_404(conversation_selectors.of_user(str(request.user.pk)),
+                                     pk=conversation_pk)
     try:
         forked = forks.fork(Caller(request.user), agent_id=conversation.agent_id,
                             project_id=None, conversation_id=conversation.client_id,
@@ -127,8 +129,8 @@ def fork_conversation(request, conversation_pk, entry_pk):
 def rerun_conversation(request, conversation_pk, entry_pk):
     """The conversation page's "re-run from here": the message answered again (edited when
     the form says so) in a fork; the fork's page next, its run going on in the background."""
-    conversation = get_object_or_404(Conversation, pk=conversation_pk,
-                                     user_id=str(request.user.pk))
+    conversation = get_object_or_404(conversation_selectors.of_user(str(request.user.pk)),
+                                     pk=conversation_pk)
     text = request.POST.get("text")
     try:
         prepared, forked = forks.prepare_rerun(

@@ -20,7 +20,7 @@ With knowledge bases granted, the model searches them (`knowledge_search.py`: a
 `search_knowledge` tool, or a search before each answer) and the reply cites what it was
 shown. The conversation's files reach it too (`conversation_files.py`): the user's images as
 image parts for a vision model, any file's text through `load_artifact`. With the box
-enabled it works in its conversation's workspace (`box_tools.py`), and it activates its
+enabled it works in its conversation's workspace (`runners/box/tools.py`), and it activates its
 granted skills (`skill_tools.py`).
 """
 
@@ -130,14 +130,6 @@ def trimmed(system: list[dict], history: list[dict], window: int, reserve: int) 
         kept.append(message)
         budget -= cost
     return system + list(reversed(kept))
-
-
-
-
-
-
-
-
 
 
 async def _granted_tools(context: dict) -> dict[str, dict]:
@@ -355,6 +347,8 @@ class _AgentRun:
             # Nobody to ask without a conversation: the calls needing approval do not run.
             async for item in self.answer_calls(asked, set(waiting)):
                 yield item
+            if waiting:
+                continue
             if self.skills is not None and self.skills.changed:  # kept for its next run
                 self.skills.changed = False
                 yield self.result("state.updated", self.skills.state())
@@ -442,5 +436,3 @@ async def _tool_call(result: _Results, granted: dict[str, dict], call_id: str, e
                                          "result": tool_calls.recorded(answer), "error": error})
     yield {"role": "tool", "tool_call_id": call_id,
            "content": f"Error: {error}" if error is not None else _tool_content(answer)}
-
-

@@ -72,11 +72,7 @@ from runners.webhooks import worker as webhook_worker
 logger = logging.getLogger(__name__)
 
 
-
 # --- who is asking --------------------------------------------------------------------------
-
-
-
 
 
 # --- what the door hands back ---------------------------------------------------------------
@@ -126,9 +122,6 @@ class PreparedRun:
 # --- agent runs -----------------------------------------------------------------------------
 
 
-
-
-
 def find_agent(caller: Caller, agent_id, project_id=None) -> AgentInstance:
     """The agent, if the caller may see it (else NotFound)."""
     agent = selectors.visible_agent(caller.user, agent_id, project_id)
@@ -156,36 +149,6 @@ def require_taking_messages(agent: AgentInstance) -> None:
         raise AgentPaused(f"Agent '{agent.name}' is paused; resume it to send messages.")
     if agent.status == AgentInstance.Status.TERMINATED:
         raise AgentTerminated(f"Agent '{agent.name}' is terminated; it takes no more messages.")
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,

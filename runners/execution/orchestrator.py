@@ -469,4 +469,3 @@ class Orchestrator:
             if event["type"] in DELIVERED_TYPES:
                 yield RunMessage(run_id, event["sequence"], event["type"], event["data"],
                                  event["usage"])
-

@@ -68,8 +68,10 @@ def _answer(action: str, run: AgentRun, workspace: services.Workspace, data: dic
 
 
 def _scope(run: AgentRun) -> tuple[str, str, str]:
-    project_id, user_id = conversation_selectors.owner_of(run.conversation_id)
-    return str(project_id), str(user_id), run.conversation_id
+    owner = conversation_selectors.owner_of(run.conversation_id)
+    if owner is None:
+        raise services.BoxError("this run's conversation is gone")
+    return str(owner[0]), str(owner[1]), run.conversation_id
 
 
 def _imported(run: AgentRun, workspace: services.Workspace, wanted) -> list[dict]:

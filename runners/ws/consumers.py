@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 @database_sync_to_async
 def _load_run(run_id: str) -> AgentRun | None:
-    return readers.get(run_id)
+    return readers.get(run_id, "run_id", "project_id", "status")
 
 
 @database_sync_to_async
