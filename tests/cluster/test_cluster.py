@@ -320,7 +320,13 @@ def test_workers_with_different_plugins_each_serve_what_they_have(cluster, tmp_p
     third = cluster.start("runtime", env={"LANGHOST_PLUGINS_DIR": str(other_plugins)})
     try:
         third.wait_healthy()
-        assert runner_available(cluster) == {ECHO: True, SLOW: True, MODEL_CALLER: True}
+        # Healthy says its runtime is up; what it lists reaches the others' view within a
+        # discovery (another worker's refresh may pass over it until its listing is recorded).
+        until_available = time.monotonic() + scaled(30)
+        while (available := runner_available(cluster)) != {ECHO: True, SLOW: True,
+                                                            MODEL_CALLER: True}:
+            assert time.monotonic() < until_available, available
+            time.sleep(0.2)
         statuses = dict(cluster.rows("SELECT author || '/' || name, status "
                                      "FROM runners_plugininstallation"))
         assert statuses["e2e/agent-runner-qa"] == "initialized", statuses

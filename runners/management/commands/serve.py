@@ -86,6 +86,9 @@ def serve(host: str, port: int, prepare_database) -> Exception | None:
     from daphne.server import Server
     from twisted.internet import reactor
 
+    # The URLconf (every API view and serializer) loads now, before the runtime starts, and
+    # not in the first request.
+    from langhost import urls  # noqa: F401
     from langhost.asgi import application
     from runners import work
     from runners.box.server import stop_box_server
