@@ -65,8 +65,11 @@ async def test_a_streamed_run_commits_each_message_before_its_caller_sees_it(qa_
 
 async def test_the_results_right_behind_a_message_join_its_transaction(qa_gateway, writes,
                                                                        monkeypatch):
-    # Long enough for a loaded machine; waited for only if nothing followed.
+    # Long enough for a loaded machine, where the runner's next result can come later than
+    # the start's and a linger's few milliseconds: each is waited out only if nothing follows.
     monkeypatch.setattr(orchestrator, "REPLY_PATIENCE", scaled(30.0))
+    monkeypatch.setattr(journal, "START_PATIENCE_SECONDS", scaled(30.0))
+    monkeypatch.setattr(journal, "LINGER_SECONDS", scaled(30.0))
     event = AgentEventEnvelope(conversation_id="journal", input={"text": "hi"})
 
     seen = [message.type async for message in Orchestrator(qa_gateway).run(event, binding(ECHO))]
