@@ -96,6 +96,8 @@ async def test_a_message_nothing_follows_within_the_patience_goes_out_on_its_own
 
 async def test_streamed_text_is_never_held(qa_gateway, writes, monkeypatch):
     monkeypatch.setattr(orchestrator, "REPLY_PATIENCE", scaled(60))
+    # The start waits for the first result however late it comes on a loaded machine.
+    monkeypatch.setattr(journal, "START_PATIENCE_SECONDS", scaled(30.0))
     event = AgentEventEnvelope(input={"text": f"deltas:2:{scaled(0.5)}"})
     seen_while_running = []
 
