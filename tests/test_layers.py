@@ -305,21 +305,20 @@ LEDGER_MODELS = sorted(
 def ledger_reads(source: str) -> list[str]:
     """Each `<ledger model>.objects...` or `get_object_or_404(<ledger model>, ...)` in
     `source`, but an empty queryset (`.none()`, which schema generation asks of a view)."""
-    found = []
+    found, nones = [], []
     for node in ast.walk(ast.parse(source)):
         if (isinstance(node, ast.Attribute) and node.attr == "objects"
                 and isinstance(node.value, ast.Name) and node.value.id in LEDGER_MODELS):
             found.append(node.value.id)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "none" and ast.unparse(node.func.value).endswith(".objects")
+              and ast.unparse(node.func.value).removesuffix(".objects") in LEDGER_MODELS):
+            nones.append(ast.unparse(node.func.value).removesuffix(".objects"))
         elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in {
                 "get_object_or_404", "get_list_or_404", "aget_object_or_404"}
               and node.args and isinstance(node.args[0], ast.Name)
               and node.args[0].id in LEDGER_MODELS):
             found.append(node.args[0].id)
-    nones = [node.func.value.value.id for node in ast.walk(ast.parse(source))
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-             and node.func.attr == "none" and isinstance(node.func.value, ast.Attribute)
-             and node.func.value.attr == "objects" and isinstance(node.func.value.value, ast.Name)
-             and node.func.value.value.id in LEDGER_MODELS]
     for model in nones:
         found.remove(model)
     return found

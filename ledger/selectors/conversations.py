@@ -5,6 +5,7 @@ See `ledger.services.conversations` for what a conversation is and how its state
 
 from datetime import datetime
 
+from asgiref.sync import sync_to_async
 from django.db.models import Q
 
 from ledger.models import AgentRunnerState, Conversation, Transcript
@@ -46,10 +47,7 @@ def owner_of(conversation_id: str) -> tuple | None:
     return tuple(scope) if scope else None
 
 
-async def aowner_of(conversation_id: str) -> tuple | None:
-    scope = await Conversation.objects.filter(conversation_id=conversation_id).values_list(
-        "project_id", "user_id").afirst()
-    return tuple(scope) if scope else None
+aowner_of = sync_to_async(owner_of)
 
 
 def of_user(user_id: str):

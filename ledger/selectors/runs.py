@@ -62,8 +62,7 @@ def status_of(run_id: str) -> str | None:
     return AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
 
 
-async def run_status(run_id: str) -> str | None:
-    return await AgentRun.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
+run_status = sync_to_async(status_of)
 
 
 def get(run_id: str, *fields: str) -> AgentRun | None:
@@ -72,8 +71,7 @@ def get(run_id: str, *fields: str) -> AgentRun | None:
     return (rows.only(*fields) if fields else rows).first()
 
 
-async def aget(run_id: str) -> AgentRun | None:
-    return await AgentRun.objects.filter(run_id=run_id).afirst()
+aget = sync_to_async(get)
 
 
 def all_runs():
