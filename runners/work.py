@@ -1,10 +1,10 @@
 """Work no request asks for, started, stopped and shown by this module alone.
 
 The process that owns work (the serving process on the embedded default; past one process,
-each runtime worker) runs one loop for each of: failing runs whose process died (the
-reaper), ingesting knowledge documents, delivering webhooks, starting queued runs whose
-process went away, firing schedules and, with `LANGHOST_LEDGER_RETENTION_DAYS`, pruning the
-ledger once an hour. Each loop has its own setting to turn it off. Every process may run them
+each runtime worker) runs a loop for each of: failing runs whose process died (the reaper),
+ingesting knowledge documents, delivering webhooks, and one that each second starts queued
+runs whose process went away and fires schedules and, with `LANGHOST_LEDGER_RETENTION_DAYS`,
+prunes the ledger once an hour. Each loop has its own setting to turn it off. Every process may run them
 at once: each step claims what it takes in the database first.
 """
 
@@ -32,14 +32,20 @@ POLL_SECONDS = 1.0
 PRUNE_EVERY_SECONDS = 3600
 
 
-def _every_poll(step: Callable[[], Awaitable], what: str) -> Callable[[], Awaitable[None]]:
+def _every_poll(*steps: tuple[Callable[[], Awaitable], str]) -> Callable[[], Awaitable[None]]:
+    """One loop for steps that poll the database each second: one connection recycle and one
+    wake-up a round, whatever the number of steps (each costs the shared sync thread a hop)."""
     async def forever() -> None:
         while True:
             try:
                 await liveness.recycle_db_connections()
-                await step()
             except Exception:  # the database away, say: the next round tries again
-                logger.exception("%s failed", what)
+                logger.exception("recycling database connections failed")
+            for step, what in steps:
+                try:
+                    await step()
+                except Exception:  # one step failing leaves the others to run
+                    logger.exception("%s failed", what)
             await asyncio.sleep(POLL_SECONDS)
     return forever
 
@@ -54,22 +60,21 @@ def _prune(limit) -> retention.Pruned:
         close_old_connections()  # this thread's connection is not a request's
 
 
-async def _prune_when_due(pruned_at: list[float]) -> None:
+_pruned_at: float | None = None
+
+
+async def _prune_when_due() -> None:
+    global _pruned_at
     limit = retention.cutoff()
     now = time.monotonic()
-    if limit is None or (pruned_at and now - pruned_at[-1] < PRUNE_EVERY_SECONDS):
+    if limit is None or (_pruned_at is not None and now - _pruned_at < PRUNE_EVERY_SECONDS):
         return
-    pruned_at[:] = [now]
+    _pruned_at = now
     # On a thread of its own: the process's shared sync thread keeps serving runs meanwhile.
     pruned = await sync_to_async(_prune, thread_sensitive=False)(limit)
     if pruned.runs:
         logger.info("retention: removed %d run(s) created before %s", pruned.runs,
                     limit.isoformat())
-
-
-async def _prune_forever() -> None:
-    pruned_at: list[float] = []
-    await _every_poll(lambda: _prune_when_due(pruned_at), "pruning the ledger")()
 
 
 @dataclass
@@ -102,13 +107,12 @@ LOOPS = (
          "parses and embeds queued knowledge documents", knowledge_worker.ingest_forever),
     Loop("webhook delivery", "LANGHOST_WEBHOOK_DELIVERY",
          "sends due webhook deliveries", webhook_worker.deliver_forever),
-    Loop("queued runs", "LANGHOST_BACKGROUND_WORK",
-         "starts queued runs whose process went away",
-         _every_poll(background.resume_orphaned_runs, "starting orphaned runs")),
-    Loop("schedules", "LANGHOST_BACKGROUND_WORK", "fires due schedules",
-         _every_poll(schedules.fire_due, "firing schedules")),
-    Loop("ledger pruning", "LANGHOST_BACKGROUND_WORK",
-         "removes ended runs past LANGHOST_LEDGER_RETENTION_DAYS, hourly", _prune_forever),
+    Loop("queued runs, schedules, pruning", "LANGHOST_BACKGROUND_WORK",
+         "each second, starts queued runs whose process went away and fires due schedules; "
+         "hourly, removes ended runs past LANGHOST_LEDGER_RETENTION_DAYS",
+         _every_poll((background.resume_orphaned_runs, "starting orphaned runs"),
+                     (schedules.fire_due, "firing schedules"),
+                     (_prune_when_due, "pruning the ledger"))),
 )
 
 
