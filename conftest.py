@@ -2,6 +2,7 @@
 factories for projects and agents."""
 
 import itertools
+import platform
 import sys
 
 import pytest
@@ -244,8 +245,10 @@ sys.addaudithook(_ProcessWatch.audit)
 def pytest_sessionstart(session):
     """The sandbox is probed once a process (`python -c pass` confined, runners/runtime/
     sandbox.py), by whatever asks first; here, before any test, so that no in-process test that
-    renders the confinement banner is taken for one that starts processes."""
+    renders the confinement banner is taken for one that starts processes. The same for
+    `uname -p`, which the stdlib runs once for the model SDKs' platform headers."""
     confinement(settings.LANGHOST_PLUGIN_SANDBOX)
+    platform.processor()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -45,7 +45,9 @@ async def start_in_background(prepared: door.PreparedRun) -> dict:
     event_id}` (`queued` while it waits its turn in its conversation); the outcome of a run
     that ended already (a replayed event, a message absorbed by steering). Raises RunRefused
     if the run cannot start."""
-    task = _keep(asyncio.create_task(door.run_to_end(prepared)))
+    # Announced: its caller learns the id at once, so its row is written before the runner
+    # starts, not with the first results (which a model may take seconds to give).
+    task = _keep(asyncio.create_task(door.run_to_end(prepared, announced=True)))
     give_up = asyncio.get_running_loop().time() + BACKGROUND_START_SECONDS
     while not task.done():
         status = await run_selectors.run_status(prepared.run_id)

@@ -352,9 +352,11 @@ async def outcome(prepared: PreparedRun, messages: list[dict] | None = None) -> 
     return prepared.public({**result, **({"messages": messages} if messages is not None else {})})
 
 
-async def run_to_end(prepared: PreparedRun) -> dict:
-    """Run and collect: the outcome with every delivered message."""
-    messages = [message.as_dict() async for message in execute(prepared, wait_durable=False)]
+async def run_to_end(prepared: PreparedRun, announced: bool = False) -> dict:
+    """Run and collect: the outcome with every delivered message (`announced`: as for
+    `execute`)."""
+    messages = [message.as_dict() async for message
+                in execute(prepared, wait_durable=False, announced=announced)]
     return await outcome(prepared, messages)
 
 

@@ -8,8 +8,10 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ledger.models import AgentRun, AgentRunEvent, ModelCall, RunStatus, Transcript
+from runners.conversations import background
 from runners.conversations import services as door
 from runners.conversations.callers import Caller
+from runners.conversations.selectors import visible_runs
 from runners.execution.orchestrator import Orchestrator
 from runners.models import LLM_AGENT_RUNNER_ID, SubAgent
 from runners.tests.conversation_fixtures import (  # noqa: F401
@@ -180,6 +182,26 @@ async def test_cancelling_mid_stream_closes_the_upstream_request(
     assert await openai_server.wait_closed(scaled(1))
     run = await AgentRun.objects.aget(run_id=prepared.run_id)
     assert (run.status, run.status_reason) == (RunStatus.CANCELLED, "enough")
+
+
+async def test_a_background_run_is_running_in_the_ledger_while_its_model_thinks(
+        user, thinking_agent, openai_server):
+    openai_server.script(Reply(stall=True))
+    prepared = await _prepared(user, thinking_agent)
+
+    started = await background.start_in_background(prepared)
+
+    assert started["status"] == RunStatus.RUNNING
+    run = await AgentRun.objects.aget(run_id=prepared.run_id)
+    assert run.status == RunStatus.RUNNING  # seen by the admin, the lists and the reaper
+    listed = await sync_to_async(lambda: list(visible_runs(user).filter(
+        status=RunStatus.RUNNING).values_list("run_id", flat=True)))()
+    assert listed == [prepared.run_id]
+    while not openai_server.calls():  # the model has the question and has not answered
+        await asyncio.sleep(0.02)
+    await Orchestrator.cancel(prepared.run_id, "enough")
+    while not (await AgentRun.objects.aget(run_id=prepared.run_id)).is_terminal:
+        await asyncio.sleep(0.02)
 
 
 async def test_a_deadline_shorter_than_a_stalled_call_ends_the_run_timeout(
