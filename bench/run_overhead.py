@@ -6,6 +6,8 @@ it, spawns one runtime over stdio, and measures in the same run:
                   the same event (so both sides send the same payload), results read and dropped;
   - orchestrator: the same runner through `Orchestrator.run` (journal, events, state, transcript).
 Sequential: median and p95 latency of one run. Concurrent: runs/s with 16 runs in flight.
+Then the `sql:` line counts the statements of a `builtin:echo` run and of a message to an
+agent of it (`tests/sql_statements.py`).
 
     .venv/bin/python bench/run_overhead.py [--runs 200] [--seconds 5]
 
@@ -147,6 +149,38 @@ async def bare_round_trip(gateway):
     return bare_run
 
 
+def echo_agent():
+    """A user's agent of `builtin:echo` and their conversation with it."""
+    from django.contrib.auth import get_user_model
+
+    from accounts.models import Project
+    from ledger.services import conversations
+    from runners.models import AgentInstance, AgentType
+
+    user = get_user_model().objects.create_user(email="sql@example.com", password=None)
+    project = Project.objects.create(owner=user, name="SQL", slug="sql")
+    agent_type = AgentType.objects.create(name="Echo", slug="echo", runner_id="builtin:echo")
+    agent = AgentInstance.objects.create(project=project, agent_type=agent_type, name="echo")
+    conversation = conversations.create(project_id=str(project.pk), agent_id=str(agent.pk),
+                                        user_id=str(user.pk))
+    return user, agent, conversation.client_id
+
+
+async def statement_counts(orchestrator) -> str:
+    """The `sql:` line: the statements of an echo run and of an agent's message, each the
+    second of its kind (`runners/tests/test_hot_path_sql.py` pins them)."""
+    from asgiref.sync import sync_to_async
+
+    from tests import sql_statements as sql
+
+    await sql.echo_run(orchestrator, "sql-warm-up")
+    echo_run = await sql.echo_run(orchestrator)
+    user, agent, conversation_id = await sync_to_async(echo_agent)()
+    await sql.agent_message(user, agent, conversation_id)
+    agent_message = await sql.agent_message(user, agent, conversation_id)
+    return f"sql: echo_run={len(echo_run)} agent_message={len(agent_message)}"
+
+
 async def main(runs: int, seconds: float, data_dir: Path) -> None:
     from runners.execution.orchestrator import Orchestrator
     from runners.protocol import AgentBinding
@@ -163,6 +197,7 @@ async def main(runs: int, seconds: float, data_dir: Path) -> None:
 
         results = await measure({"bare": bare_run, "orchestrator": orchestrated_run},
                                 runs, seconds)
+        statements = await statement_counts(orchestrator)
     finally:
         await gateway.stop()
 
@@ -172,6 +207,7 @@ async def main(runs: int, seconds: float, data_dir: Path) -> None:
               f"p95 {result['p95'] * 1000:.2f} ms, {CONCURRENCY}-way {result['throughput']:.1f} runs/s")
     latency_ratio = orchestrated["median"] / bare["median"]
     throughput_ratio = orchestrated["throughput"] / bare["throughput"]
+    print(statements)
     print("targets: latency_ratio <= 1.4, throughput_ratio >= 0.8")
     print(f"overhead: latency_ratio={latency_ratio:.2f} throughput_ratio={throughput_ratio:.2f}")
 

@@ -6,6 +6,8 @@ global. An agent with no row at any of those levels runs with the binding its ty
 binding at all, is a `BindingError` that says so.
 """
 
+from django.db.models import Q
+
 from runners.catalogue import runner_config
 from runners.models import AgentInstance, AgentType, Binding, LLMModel
 from runners.protocol import SCOPE_PRECEDENCE, AgentBinding
@@ -96,16 +98,20 @@ def resolve(*, agent: AgentInstance | None = None, conversation_id: str | None =
         project_id = str(agent.project_id)
     scope_ids = {"conversation": conversation_id, "agent": str(agent.pk) if agent else None,
                  "project": project_id, "global": ""}
+    # One query for every scope (usually none has a row), the most specific scope chosen here.
+    matches = Q()
+    for scope_type, scope_id in scope_ids.items():
+        if scope_id is not None:
+            matches |= Q(scope_type=scope_type, scope_id=scope_id)
+    by_scope: dict[str, list[Binding]] = {}
+    for row in Binding.objects.filter(matches, enabled=True).order_by("pk"):
+        by_scope.setdefault(row.scope_type, []).append(row)
     binding = None
     for scope_type in SCOPE_PRECEDENCE:
-        scope_id = scope_ids[scope_type]
-        if scope_id is None:
-            continue
-        candidates = list(Binding.objects.filter(enabled=True, scope_type=scope_type,
-                                                 scope_id=scope_id)[:2])
+        candidates = by_scope.get(scope_type, [])
         if len(candidates) > 1:
             raise BindingError(
-                f"Ambiguous bindings for {scope_type} '{scope_id or '*'}': "
+                f"Ambiguous bindings for {scope_type} '{scope_ids[scope_type] or '*'}': "
                 f"{candidates[0].binding_id} and {candidates[1].binding_id}; disable one.")
         if candidates:
             binding = to_protocol(candidates[0])
