@@ -3,7 +3,7 @@
 Starts LangHost as `make run` does (`manage.py serve`, a fresh data dir, the QA echo plugin).
 A second user, signed up like anyone, opens a conversation and writes the largest state the
 limits allow (`LANGHOST_STATE_MAX_KEYS` keys, `LANGHOST_STATE_MAX_BYTES` in all) as often as
-the limits allow (`LANGHOST_STATE_WRITES_PER_USER`: a 429's `Retry-After` is waited out, as
+the limits allow (`LANGHOST_STATE_WRITE_BYTES_PER_USER`: a 429's `Retry-After` is waited out, as
 a client would), while the admin's echo runs over HTTP are timed; slices with that load and
 without it take turns, so a machine that speeds up or slows down weighs on both alike.
 

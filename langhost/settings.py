@@ -253,11 +253,12 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "runners.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # Registrations per client address (accounts.signin.ClientAddressThrottle).
-    # A user's writes of conversation state (runners.api.views.conversations).
     # A user's run starts, by any door (runners.conversations.services); not superusers'.
     "DEFAULT_THROTTLE_RATES": {
         "register": os.environ.get("LANGHOST_REGISTRATIONS_PER_ADDRESS", "20/hour"),
-        "state-writes": os.environ.get("LANGHOST_STATE_WRITES_PER_USER", "2/second"),
+        # Bytes a user's state writes may take a period (runners.api.throttles): two writes
+        # of the largest state a second, or thousands of small ones.
+        "state-writes": os.environ.get("LANGHOST_STATE_WRITE_BYTES_PER_USER", "2097152/second"),
         "run-starts": os.environ.get("LANGHOST_RUNS_PER_USER", "10/second")},
 }
 

@@ -324,20 +324,45 @@ def test_another_users_conversation_artifacts_are_404(user_client, member_client
     assert upload(member_client, artifacts_url, "mine", b"x").status_code == 404
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_user_writing_state_too_often_is_told_to_wait(user_client, agent, monkeypatch):
+@pytest.fixture
+def state_write_budget(monkeypatch):
+    """`state_write_budget(rate)`: the bytes a user's state writes may take, from a fresh
+    count."""
     from django.core.cache import cache
 
-    from runners.api.views.conversations import StateWriteThrottle
+    from runners.api.throttles import StateWriteThrottle
 
-    cache.clear()
-    monkeypatch.setattr(StateWriteThrottle, "THROTTLE_RATES", {"state-writes": "2/minute"})
+    def budget(rate):
+        cache.clear()
+        monkeypatch.setattr(StateWriteThrottle, "THROTTLE_RATES", {"state-writes": rate})
+
+    return budget
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_opens_fifty_conversations_in_a_second_under_the_default_budget(
+        user_client, agent, state_write_budget):
+    state_write_budget("2097152/second")  # LANGHOST_STATE_WRITE_BYTES_PER_USER's default
+
+    answers = [user_client.post(conversations_url(agent), {}, format="json")
+               for _ in range(50)]
+
+    assert [answer.status_code for answer in answers] == [201] * 50
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_large_state_write_waits_while_small_ones_pass(user_client, agent, state_write_budget):
+    state_write_budget("100000/minute")
     conversation = open_conversation(user_client, agent)
     url = f"{conversations_url(agent)}/{conversation['id']}"
+    large = {"text": "x" * 60_000}
 
-    answers = [user_client.patch(url, {"state": {"k": n}}, format="json") for n in range(2)]
+    first = user_client.patch(url, {"state": large}, format="json")
+    second = user_client.patch(url, {"state": {"text": "y" * 60_000}}, format="json")
+    small = [user_client.patch(url, {"state": {"k": n}}, format="json") for n in range(10)]
 
-    # The conversation's creation was the first of the two writes a minute.
-    assert [answer.status_code for answer in answers] == [200, 429]
-    assert int(answers[-1]["Retry-After"]) > 0
-    assert user_client.get(url).json()["state"] == {"k": 0}
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert 0 < int(second["Retry-After"]) <= 60
+    assert [answer.status_code for answer in small] == [200] * 10
+    assert user_client.get(url).json()["state"] == {**large, "k": 9}

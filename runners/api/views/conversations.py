@@ -29,7 +29,6 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
 
 from langhost.base import keyset
 from langhost.base.api import BadInput, Conflict, Gone, Unprocessable
@@ -68,6 +67,7 @@ from runners.api.serializers.conversations import (
     UpdateConversationSerializer,
 )
 from runners.api.serializers.runs import BackgroundRunSerializer
+from runners.api.throttles import StateWriteThrottle
 from runners.conversations import forks, targets
 from runners.conversations import services as door
 from runners.conversations.callers import Caller
@@ -118,13 +118,6 @@ class AgentScopedMixin:
 
 
 # --- conversations ------------------------------------------------------------------------
-
-class StateWriteThrottle(UserRateThrottle):
-    """A user's writes of conversation state, each up to the state's limits: so many a second
-    (`LANGHOST_STATE_WRITES_PER_USER`), so that no user keeps the process busy for everyone."""
-
-    scope = "state-writes"
-
 
 class ConversationViewSet(AsyncDispatch, AgentScopedMixin, viewsets.GenericViewSet):
     """A user's conversations with one agent instance."""
