@@ -31,11 +31,11 @@ LANGHOST_PLUGINS_DIR.mkdir()
 # gone while a test reads them. Each test's gateway discovers when it starts, as in production.
 LANGHOST_RUNTIME_REFRESH_SECONDS = 0
 
-# Tests write state and start runs as fast as they like; the throttles' own tests set their
+# Tests write state (in bytes) and start runs as fast as they like; the throttles' own tests set their
 # rates (runners/tests/test_conversations_api.py, test_messages_api.py).
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {  # noqa: F405
     **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],  # noqa: F405
-    "state-writes": "10000/second", "run-starts": "10000/second"}}
+    "state-writes": f"{2**40}/second", "run-starts": "10000/second"}}
 
 # No background work (runners/work.py) in the tests' own process: its loops would touch the
 # database between tests, from the thread the next test's
