@@ -337,6 +337,17 @@ LANGHOST_REAP_STALE_RUNS = env_bool("LANGHOST_REAP_STALE_RUNS", True)
 # Whether the process that owns work ingests knowledge documents in its
 # background (else `manage.py ingest_knowledge` does).
 LANGHOST_KNOWLEDGE_INGESTION = env_bool("LANGHOST_KNOWLEDGE_INGESTION", True)
+# Documents a process ingests at once, never two of one project: one project's large upload
+# does not hold up another's (runners/knowledge/worker.py).
+LANGHOST_KNOWLEDGE_INGESTION_SLOTS = int(os.environ.get("LANGHOST_KNOWLEDGE_INGESTION_SLOTS", 3))
+# What a project's knowledge may hold: a document's chunks, all its bases' chunks, and the bytes
+# of all its documents.
+LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT = int(
+    os.environ.get("LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT", 25_000))
+LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_PROJECT = int(
+    os.environ.get("LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_PROJECT", 250_000))
+LANGHOST_KNOWLEDGE_MAX_BYTES_PER_PROJECT = int(
+    os.environ.get("LANGHOST_KNOWLEDGE_MAX_BYTES_PER_PROJECT", 2**30))
 # The sandbox box (runners/box/): its backend (`sandbox`, confined as plugins are; the SDK's
 # box server's `nsjail`, `docker` or `e2b`; `host-unsafe`, the SDK's `host`, which isolates
 # nothing), and the limits of one call: seconds, memory, processes, output returned, a file's

@@ -14,9 +14,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import Sum
 
+from langhost.base.heavy_writes import heavy_write
 from ledger.services.artifacts import max_bytes
 from runners.knowledge import keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
@@ -42,16 +45,30 @@ class DocumentTooLarge(ValueError):
     pass
 
 
+class TooManyChunks(ValueError):
+    pass
+
+
 def add_documents(knowledge_base: KnowledgeBase,
                   uploads: list[UploadedFile]) -> list[KnowledgeDocument]:
     """Store uploaded files as queued documents of the base: all of them, or none when one
-    is over the size limit for a file (`LANGHOST_ARTIFACT_MAX_BYTES`)."""
+    is over the size limit for a file (`LANGHOST_ARTIFACT_MAX_BYTES`) or they would take the
+    project's documents over theirs (`LANGHOST_KNOWLEDGE_MAX_BYTES_PER_PROJECT`)."""
     limit = max_bytes()
     for upload in uploads:
         if upload.size > limit:
             raise DocumentTooLarge(f"{upload.name} is {upload.size} bytes, over the "
                                    f"{limit}-byte limit for a file (LANGHOST_ARTIFACT_MAX_BYTES).")
     with transaction.atomic():
+        held = KnowledgeDocument.objects.filter(
+            knowledge_base__project_id=knowledge_base.project_id).aggregate(
+            total=Sum("size"))["total"] or 0
+        adding = sum(upload.size or 0 for upload in uploads)
+        project_limit = settings.LANGHOST_KNOWLEDGE_MAX_BYTES_PER_PROJECT
+        if held + adding > project_limit:
+            raise DocumentTooLarge(
+                f"The project's documents hold {held} bytes; {adding} more would pass its "
+                f"{project_limit}-byte limit (LANGHOST_KNOWLEDGE_MAX_BYTES_PER_PROJECT).")
         return [add_document(knowledge_base, upload) for upload in uploads]
 
 
@@ -92,12 +109,6 @@ async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
                             status=exc.status, retryable=exc.retryable) from None
 
 
-@sync_to_async
-def read_file(document: KnowledgeDocument) -> bytes:
-    with document.file.open("rb") as file:
-        return file.read()
-
-
 async def ingest(document_id) -> None:
     """Parse, chunk, embed and index a document; it ends `ready` or `failed`."""
     document = await KnowledgeDocument.objects.select_related(
@@ -106,26 +117,58 @@ async def ingest(document_id) -> None:
     call = call_for(knowledge_base)
     try:
         await _progress(document, Status.PARSING, 0.0)
-        data = await read_file(document)
-        # Parsing a PDF is CPU work: off the loop.
-        found = await asyncio.to_thread(parsing.passages, data, document.mime_type)
-        pieces = parsing.chunks(found, knowledge_base.chunk_size, knowledge_base.chunk_overlap)
+        # Reading, parsing and chunking a large document is long work: off the loop.
+        pieces = await asyncio.to_thread(_pieces, document)
+        # Ingested again: it starts over. Its writes, large ones, go to their own threads: the
+        # process's shared sync thread goes on starting and ending runs.
+        await heavy_write(remove_chunks, document)
+        await heavy_write(_require_room, document, len(pieces))
         await _progress(document, Status.EMBEDDING, 0.1)
-        await sync_to_async(remove_chunks)(document)  # ingested again: it starts over
         made = 0
         for start in range(0, len(pieces), EMBEDDING_BATCH):
             batch = pieces[start:start + EMBEDDING_BATCH]
             embedded = await _embed(knowledge_base, [piece.text for piece in batch], call)
-            await sync_to_async(_store)(knowledge_base, document, start, batch, embedded)
+            await heavy_write(_store, knowledge_base, document, start, batch, embedded)
             made += len(batch)
             await _progress(document, Status.EMBEDDING, 0.1 + 0.9 * made / len(pieces))
         await _progress(document, Status.READY, 1.0, chunk_count=made, status_reason="")
-    except (parsing.UnreadableDocument, ProviderError) as exc:
+    except (parsing.UnreadableDocument, TooManyChunks, ProviderError) as exc:
         await _progress(document, Status.FAILED, document.progress, status_reason=str(exc))
     except Exception as exc:  # recorded on the document, not raised: the others go on
         logger.exception("knowledge document %s failed", document.pk)
         await _progress(document, Status.FAILED, document.progress,
                         status_reason=f"{type(exc).__name__}: {exc}")
+
+
+def contents(document: KnowledgeDocument) -> bytes:
+    with document.file.open("rb") as file:
+        return file.read()
+
+
+async def read_file(document: KnowledgeDocument) -> bytes:
+    """The document's file, read off the loop."""
+    return await asyncio.to_thread(contents, document)
+
+
+def _pieces(document: KnowledgeDocument) -> list[parsing.Passage]:
+    found = parsing.passages(contents(document), document.mime_type)
+    knowledge_base = document.knowledge_base
+    return parsing.chunks(found, knowledge_base.chunk_size, knowledge_base.chunk_overlap)
+
+
+def _require_room(document: KnowledgeDocument, chunks: int) -> None:
+    """Raises TooManyChunks when the document's chunks pass a limit."""
+    limit = settings.LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT
+    if chunks > limit:
+        raise TooManyChunks(f"the document makes {chunks} chunks, over the {limit} a document "
+                            f"may make (LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT)")
+    limit = settings.LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_PROJECT
+    held = Chunk.objects.filter(
+        knowledge_base__project_id=document.knowledge_base.project_id).count()
+    if held + chunks > limit:
+        raise TooManyChunks(f"the project's knowledge holds {held} chunks; this document's "
+                            f"{chunks} would pass its {limit} "
+                            f"(LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_PROJECT)")
 
 
 @transaction.atomic
