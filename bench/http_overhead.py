@@ -71,6 +71,7 @@ class KeepAlive:
 
     def __init__(self, port: int, token: str | None = None):
         self.port = port
+        self.token = token
         self.head = f"Host: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n" + (
             f"Authorization: Bearer {token}\r\n" if token else "")
         self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None

@@ -10,6 +10,7 @@ cost. Removing a document (or a base) removes its chunks and their vectors.
 import asyncio
 import hashlib
 import logging
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
 from runners.models import LLMModel
 from runners.providers import load_calls
 from runners.providers.errors import ProviderError
+from runners.runtime.host_process import host_process
 
 if TYPE_CHECKING:
     from runners.providers.calls import CallInfo
@@ -126,11 +128,13 @@ async def ingest(document_id) -> None:
         await _progress(document, Status.EMBEDDING, 0.1)
         made = 0
         for start in range(0, len(pieces), EMBEDDING_BATCH):
+            began, runs_before = time.monotonic(), host_process().runs_started
             batch = pieces[start:start + EMBEDDING_BATCH]
             embedded = await _embed(knowledge_base, [piece.text for piece in batch], call)
             await heavy_write(_store, knowledge_base, document, start, batch, embedded)
             made += len(batch)
             await _progress(document, Status.EMBEDDING, 0.1 + 0.9 * made / len(pieces))
+            await _yield_to_runs(began, runs_before)
         await _progress(document, Status.READY, 1.0, chunk_count=made, status_reason="")
     except (parsing.UnreadableDocument, TooManyChunks, ProviderError) as exc:
         await _progress(document, Status.FAILED, document.progress, status_reason=str(exc))
@@ -148,6 +152,14 @@ def contents(document: KnowledgeDocument) -> bytes:
 async def read_file(document: KnowledgeDocument) -> bytes:
     """The document's file, read off the loop."""
     return await asyncio.to_thread(contents, document)
+
+
+async def _yield_to_runs(began: float, runs_before: int) -> None:
+    """While runs go on in this process, ingestion takes at most half its time: a batch that
+    overlapped a run is followed by a pause as long as the batch took."""
+    process = host_process()
+    if process.active_runs or process.runs_started != runs_before:
+        await asyncio.sleep(time.monotonic() - began)
 
 
 def _pieces(document: KnowledgeDocument) -> list[parsing.Passage]:

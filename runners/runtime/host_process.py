@@ -47,6 +47,8 @@ class HostProcess:
         self.forwarded_runs: dict[str, RunHandle] = {}
         # ids of the queued runs this process waits to execute (their turn in a conversation)
         self.waiting_runs: set[str] = set()
+        # how many runs started here so far: background work paces itself by it
+        self.runs_started = 0
         # A copy: runs on other threads' loops come and go while the heartbeat reads.
         self.heartbeat = Heartbeat(self.owner_id, lambda: [*self.active_runs.copy(),
                                                            *self.waiting_runs.copy()])
@@ -109,6 +111,7 @@ class HostProcess:
         """A run executes here from now on: its lease is renewed, and a cancel flagged in the
         ledger stops it, until `run_ended`."""
         self.active_runs[handle.run_id] = handle
+        self.runs_started += 1
         self._watch()
 
     def run_waiting(self, run_id: str) -> None:
