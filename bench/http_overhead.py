@@ -17,9 +17,10 @@ Two floors say how much of each budget the stack takes before LangHost runs anyt
   - api:        a signed-in `GET /api/v1/` (daphne, the middleware, DRF, the JWT; no run),
                 taking turns with bare after the RSS is read: bare's median plus its median,
                 over bare's, is the least the latency ratio can be;
-  - cold floor: a process that only sets Django up, migrates a fresh data dir, and hashes and
-                checks a password (as creating the admin and signing in do): the least a cold
-                start can take, the runtime aside.
+  - cold floor: a process that only sets Django up, migrates a fresh data dir as `serve` does
+                (from the migrated template, `langhost/base/migrated_template.py`, once the
+                first start made it), and hashes and checks a password (as creating the admin
+                and signing in do): the least a cold start can take, the runtime aside.
 
     .venv/bin/python bench/http_overhead.py [--runs 200] [--seconds 5]
 
@@ -57,8 +58,8 @@ from langhost.base import data_dir
 data_dir.prepare()
 django.setup()
 from django.contrib.auth.hashers import check_password, make_password
-from django.core.management import call_command
-call_command("migrate", interactive=False, verbosity=0)
+from langhost.base import migrated_template
+migrated_template.migrate()
 check_password({password!r}, make_password({password!r}))
 print("done", flush=True)
 """

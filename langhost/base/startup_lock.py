@@ -4,8 +4,9 @@ create the same tables or the same admin; the later ones find nothing left to do
 
 from contextlib import contextmanager
 
-from django.core.management import call_command
 from django.db import connection
+
+from langhost.base import migrated_template
 
 # Any constant works: it only has to be the same in every LangHost process.
 LOCK_KEY = 0x4C414E47484F5354  # "LANGHOST"
@@ -27,4 +28,4 @@ def one_process_at_a_time():
 
 def apply_migrations() -> None:
     with one_process_at_a_time():
-        call_command("migrate", interactive=False, verbosity=0)
+        migrated_template.migrate()

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.first_admin import has_admin, setup_token
+from langhost.base import migrated_template
 from langhost.base.parsers import upload_limit_text
 from langhost.base.process_memory import settle_after_startup
 from langhost.base.startup_lock import one_process_at_a_time
@@ -55,7 +56,7 @@ class Command(BaseCommand):
         for warning in safety.warnings():
             self.stderr.write(self.style.WARNING(f"WARNING: {warning}"))
         with one_process_at_a_time():
-            call_command("migrate", interactive=False, verbosity=0)
+            migrated_template.migrate()
             self.stdout.write("Database is up to date.")
             call_command("ensure_admin")
         reaped = reap_stale_runs_sync()
