@@ -4,8 +4,10 @@ Each is called with the run's context and the run's handle (`runners.runtime.run
 its only way to act on the run beyond its results.
 """
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
+from types import ModuleType
 
 from runners.runtime.run_handle import RunHandle
 
@@ -23,12 +25,23 @@ async def echo(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     yield _result(context, 2, "run.completed", {"finish_reason": "stop"})
 
 
-async def llm_agent(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
-    """The agent type's persona answering through its models (see `llm_agent`)."""
-    # Imported on the first LLM run: the provider SDKs take a second to load.
+def _import_llm_agent() -> ModuleType:
     from runners.agent import llm_agent as agent
 
-    async for item in agent.run(context, handle):
+    return agent
+
+
+_llm_agent: ModuleType | None = None
+
+
+async def llm_agent(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
+    """The agent type's persona answering through its models (see `llm_agent`)."""
+    global _llm_agent
+    if _llm_agent is None:
+        # Imported on the first LLM run, on a worker thread: the provider SDKs take seconds to
+        # load, and the loop's other requests and runs go on meanwhile.
+        _llm_agent = await asyncio.to_thread(_import_llm_agent)
+    async for item in _llm_agent.run(context, handle):
         yield item
 
 

@@ -20,7 +20,7 @@ from ledger.models import AgentRun, RunStatus
 from runners.hostapi import run_api
 from runners.knowledge import collections, services
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
-from runners.providers import load_calls
+from runners.providers import load_calls_off_the_loop
 from runners.providers.errors import ProviderError
 from runners.runtime.host_actions import HostError
 from runners.runtime.host_process import host_process
@@ -50,10 +50,11 @@ async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
     return run, auth
 
 
-def _call_of(run: AgentRun, auth: dict) -> "CallInfo":
+async def _call_of(run: AgentRun, auth: dict) -> "CallInfo":
     """The run's embedding and rerank calls: recorded on the run, within its deadline."""
     handle = host_process().handle(run.run_id)
-    return load_calls().CallInfo(
+    calls = await load_calls_off_the_loop()
+    return calls.CallInfo(
         run_id=run.run_id, agent_id=run.agent_id, project_id=run.project_id,
         caller=auth.get("plugin_identity") or "", journal=handle.journal_model_call if handle else None,
         deadline=run.deadline_at.timestamp() if run.deadline_at else None)
@@ -105,7 +106,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
         # Filtered: more candidates, then those whose metadata passes.
         hits = await services.retrieve(knowledge_base, query,
                                        min(wanted * FILTER_POOL, MAX_TOP_K) if filters else top_k,
-                                       call=_call_of(run, auth))
+                                       call=await _call_of(run, auth))
     except ProviderError as exc:
         raise HostError("model.unavailable", str(exc), retryable=exc.retryable) from None
     results = []

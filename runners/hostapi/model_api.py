@@ -18,7 +18,7 @@ from runners.grants.llm import as_model_id
 from runners.hostapi import run_api
 from runners.models import LLMModel
 from runners.protocol import HOST_NAME
-from runners.providers import load_calls
+from runners.providers import load_calls_off_the_loop
 from runners.providers.errors import ProviderError
 from runners.runtime.host_actions import HostError
 from runners.runtime.host_process import host_process
@@ -58,8 +58,9 @@ async def _model_ids(data: dict, context: dict | None) -> list[str]:
 async def _call_info(action: str, data: dict, context: dict | None,
                      model_id: str) -> "CallInfo":
     caller = data.get("caller_plugin_identity") or ""
+    calls = await load_calls_off_the_loop()
     if not data.get("run_id"):
-        return load_calls().CallInfo(caller=caller)
+        return calls.CallInfo(caller=caller)
     run, auth = await run_api.authorize(action, data, context)
     if run.status != RunStatus.RUNNING:
         raise HostError("run.not_active", f"run {run.run_id} is {run.status}; {action} needs "
@@ -72,10 +73,9 @@ async def _call_info(action: str, data: dict, context: dict | None,
                         f"model {model_id} is not granted to run {run.run_id}{for_operation}")
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
     handle = host_process().handle(run.run_id)
-    return load_calls().CallInfo(run_id=run.run_id, agent_id=run.agent_id,
-                             project_id=run.project_id,
-                             caller=auth.get("plugin_identity") or caller, deadline=deadline,
-                             journal=handle.journal_model_call if handle else None)
+    return calls.CallInfo(run_id=run.run_id, agent_id=run.agent_id, project_id=run.project_id,
+                          caller=auth.get("plugin_identity") or caller, deadline=deadline,
+                          journal=handle.journal_model_call if handle else None)
 
 
 async def _prepared(action: str, data: dict,
@@ -110,7 +110,7 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     if action == "get_llm_models":
         return {"llm_models": await _model_ids(data, context)}
     model, call = await _prepared(action, data, context)
-    calls = load_calls()
+    calls = await load_calls_off_the_loop()
     messages, tools = data.get("messages") or [], data.get("funcs") or []
     try:
         if action == "invoke_embedding":
@@ -146,7 +146,7 @@ async def _rerank(calls, model: LLMModel, data: dict, call: "CallInfo") -> list[
 async def stream(action: str, data: dict, context: dict | None) -> AsyncIterator[dict]:
     """`invoke_llm_stream`: `{"chunk": ...}` items, then `{"usage": ...}`."""
     model, call = await _prepared(action, data, context)
-    calls = load_calls()
+    calls = await load_calls_off_the_loop()
     try:
         async with aclosing(calls.stream(model, data.get("messages") or [],
                                          tools=data.get("funcs") or [], params=_params(data),

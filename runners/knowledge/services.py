@@ -25,7 +25,7 @@ from ledger.services.artifacts import max_bytes
 from runners.knowledge import keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
 from runners.models import LLMModel
-from runners.providers import load_calls
+from runners.providers import load_calls, load_calls_off_the_loop
 from runners.providers.errors import ProviderError
 from runners.runtime.host_process import host_process
 
@@ -116,6 +116,7 @@ async def ingest(document_id) -> None:
     document = await KnowledgeDocument.objects.select_related(
         "knowledge_base__embedding_model__provider").aget(pk=document_id)
     knowledge_base = document.knowledge_base
+    await load_calls_off_the_loop()
     call = call_for(knowledge_base)
     try:
         await _progress(document, Status.PARSING, 0.0)
@@ -259,6 +260,7 @@ async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None 
     k = top_k or knowledge_base.top_k
     if knowledge_base.dimensions is None or not query.strip():
         return []
+    await load_calls_off_the_loop()
     call = call or call_for(knowledge_base)
     (vector,) = await _embed(knowledge_base, [query], call)
     if len(vector) != knowledge_base.dimensions:
