@@ -124,6 +124,7 @@ bench: install-test
 	$(PY) bench/isolation.py
 	$(PY) bench/knowledge.py
 	$(PY) bench/tracing_overhead.py
+	$(PY) bench/concurrency.py
 
 # Reads and writes on a ledger of 300,000 runs against one of 10,000 (several minutes).
 bench-scale: install-test

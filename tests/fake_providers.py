@@ -56,7 +56,9 @@ class Reply:
     gives the reply from what the call sent (a tool call naming a file the message named,
     say). `status` >= 400 answers an error with `error` as its message. `stall` answers nothing until the client hangs up;
     `stall_after` streams that many chunks first. `fail_after` streams that many chunks and
-    then an error event.
+    then an error event. `stamped` streams that many text pieces instead of `text`, each the
+    time it was sent (`@<epoch seconds> `), and `pace` waits that long between chunks (a model
+    streaming at its own speed, for `bench/concurrency.py`).
     """
 
     text: str = "Hello there!"
@@ -70,6 +72,8 @@ class Reply:
     stall_after: int | None = None
     fail_after: int | None = None
     answer: "Callable[[dict], Reply] | None" = None
+    stamped: int = 0
+    pace: float = 0.0
 
 
 @dataclass
@@ -260,6 +264,8 @@ class FakeProvider:
             await writer.drain()
             if sent == reply.fail_after:
                 break
+            if reply.pace:
+                await asyncio.sleep(reply.pace)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
@@ -333,7 +339,9 @@ class FakeProvider:
             return f"data: {json.dumps(chunk)}\n\n"
 
         yield event({"role": "assistant", "content": ""})
-        for piece in self._pieces(reply.text) if reply.text else []:
+        for _ in range(reply.stamped):  # each made as it is sent: the generator is lazy
+            yield event({"content": f"@{time.time():.6f} "})
+        for piece in self._pieces(reply.text) if reply.text and not reply.stamped else []:
             yield event({"content": piece})
         for index, call in enumerate(reply.tool_calls):
             half = len(call["arguments"]) // 2

@@ -5,15 +5,17 @@ LangBot runners send a delta's text either as the new text or as the whole text 
 as they come, a long streamed reply costs the square of its length. `coalesced()` turns every
 text delta into its new text only, and merges the text deltas that arrive close together into
 one: the first text of a message goes out at once (its time to first token is the runner's),
-the next within `COALESCE_SECONDS`, and the longer the reply grows, the bigger the steps it
-grows by (never more than `MAX_HOLD_SECONDS` apart). The reply is rebuilt by joining the
+and so does text that comes `COALESCE_SECONDS` or more after the last delta went out (a model
+streaming at its own pace is seen at its pace); text that comes sooner waits to join what
+follows it, and the longer the reply grows, the bigger the steps it grows by (never more than
+`MAX_HOLD_SECONDS` apart). The reply is rebuilt by joining the
 deltas' `content`; `message.completed` carries it whole.
 """
 
 import asyncio
 from collections.abc import AsyncIterator
 
-COALESCE_SECONDS = 0.15
+COALESCE_SECONDS = 0.1
 # A held delta waits past `COALESCE_SECONDS` until it holds 1/SHARE_OF_TEXT of the message's
 # text so far, but never past MAX_HOLD_SECONDS: a long reply costs a few dozen frames.
 SHARE_OF_TEXT = 8
@@ -99,12 +101,13 @@ async def coalesced(stream: AsyncIterator[dict],
     text_so_far = ""
     pending: dict | None = None
     held_since = 0.0
+    sent_at = float("-inf")  # when the last text delta went out
     waiting: asyncio.Future | None = None
     try:
         while True:
             if pending is not None and loop.time() >= _due(pending, text_so_far, held_since,
                                                            window):
-                held, pending = pending, None
+                held, pending, sent_at = pending, None, loop.time()
                 yield held
             if pending is None and waiting is None:
                 result = await next_or_end(stream)
@@ -128,8 +131,10 @@ async def coalesced(stream: AsyncIterator[dict],
             first = False
             if chunk is not None:
                 text = new_text(text_so_far, chunk["content"], chunk.get("all_content"))
-                # The first text of a message is never held, nor what may not wait.
-                first = not text_so_far or not _held_back(result, chunk)
+                # The first text of a message is never held, nor text after a quiet stretch,
+                # nor what may not wait.
+                first = (not text_so_far or not _held_back(result, chunk)
+                         or (pending is None and loop.time() - sent_at >= window))
                 text_so_far += text
                 chunk = {key: value for key, value in chunk.items()
                          if value is not None and key != "all_content"}
@@ -140,11 +145,12 @@ async def coalesced(stream: AsyncIterator[dict],
                     pending["data"]["chunk"]["content"] += text
                     continue
             if pending is not None:
-                held, pending = pending, None
+                held, pending, sent_at = pending, None, loop.time()
                 yield held
             if chunk is not None:
                 merged = {**result, "data": {**result["data"], "chunk": chunk}}
                 if first:
+                    sent_at = loop.time()
                     yield merged
                     continue
                 pending, held_since = merged, loop.time()

@@ -2,7 +2,9 @@
 
 import asyncio
 
+from runners.execution import deltas
 from runners.execution.deltas import MERGED_FROM, coalesced
+from tests.timing import scaled
 
 
 def delta(sequence, content, **chunk):
@@ -85,6 +87,31 @@ def test_a_held_delta_goes_out_when_the_runner_pauses():
     assert [first["data"]["chunk"]["content"], second["data"]["chunk"]["content"]] == [
         "first ", "then "]
     assert [item["data"]["chunk"]["content"] for item in rest] == ["second"]
+
+
+def test_text_after_a_quiet_stretch_goes_out_at_once_however_little(monkeypatch):
+    # A model streaming at its own pace is seen at its pace, not in steps.
+    monkeypatch.setattr(deltas, "MAX_HOLD_SECONDS", 3600)
+
+    async def scenario():
+        later = asyncio.Event()
+
+        async def stream():
+            yield delta(1, "a long first sentence " * 10)
+            await asyncio.sleep(0.05)  # five windows of quiet
+            yield delta(2, "x")
+            await later.wait()
+            yield delta(3, "y")
+
+        results = coalesced(stream(), window=0.01)
+        await anext(results)
+        second = await asyncio.wait_for(anext(results), scaled(10))
+        later.set()
+        return second, [item async for item in results]
+
+    second, rest = asyncio.run(scenario())
+    assert second["data"]["chunk"]["content"] == "x"
+    assert [item["data"]["chunk"]["content"] for item in rest] == ["y"]
 
 
 def test_other_results_pass_through_in_order_and_end_a_burst():
