@@ -84,6 +84,9 @@ class Streams:
                         self.delays += [seen - float(sent) for sent in STAMP.findall(content)]
                     elif frame.get("type") in ("run.finished", "run.refused"):
                         status = frame.get("status") or frame["type"]
+                        if status != "completed":  # why, shortened: the reasons are counted
+                            reason = frame.get("status_reason") or frame.get("detail") or ""
+                            status += f" ({reason[:80]})"
         except (OSError, asyncio.IncompleteReadError) as exc:
             status = f"{type(exc).__name__}"
         finally:

@@ -355,9 +355,12 @@ def record_many(batch: list[RunResults]) -> list[dict | None]:
 
 
 def _record_all(batch: list[RunResults]) -> list[dict | None]:
+    events: list[dict] = []  # every run's, in as few statements as the database allows
     with transaction.atomic():
-        ended = [_record(item.run_id, item.writes, item.model_calls, item.start)
+        ended = [_record(item.run_id, item.writes, item.model_calls, item.start, events)
                  for item in batch]
+        if events:
+            insert_rows(AgentRunEvent, events)
     for item in batch:
         if item.start is not None:
             _remember_grants(item.start.run)
@@ -365,7 +368,9 @@ def _record_all(batch: list[RunResults]) -> list[dict | None]:
 
 
 def _record(run_id: str, writes: list[ResultWrite], model_calls: list[dict],
-            start: PendingStart | None) -> dict | None:
+            start: PendingStart | None, events: list[dict]) -> dict | None:
+    """Write one run's start, model calls, state, transcript entries and end; its events are
+    added to `events`, which the batch writes together."""
     ended = None
     if model_calls:
         insert_rows(ModelCall, list(model_calls))
@@ -377,13 +382,11 @@ def _record(run_id: str, writes: list[ResultWrite], model_calls: list[dict],
         writes = [replace(write, finish=None) for write in writes]
     elif start is not None:
         _write_start(start)
-    if writes:
-        insert_rows(AgentRunEvent, [
-            {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
-             "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {},
-             "created_at": w.created_at or timezone.now()}
-            for w in writes
-        ])
+    events += [
+        {"run_id": run_id, "sequence": w.sequence, "type": w.type, "data_json": w.data,
+         "usage_json": w.usage, "source": w.source, "metadata_json": w.metadata or {},
+         "created_at": w.created_at or timezone.now()}
+        for w in writes]
     for write in writes:
         if write.state is not None:
             runner_state.upsert(write.state)
