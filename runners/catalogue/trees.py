@@ -24,6 +24,24 @@ def _edges() -> dict:
     return edges
 
 
+def _edges_below(root) -> dict:
+    """parent id -> ordered child ids, for the types reachable from `root` only (a query a
+    level: a type without sub-agents, the usual one, costs one indexed query whatever the size
+    of the catalogue). An edge back to a type already reached is kept: the tree rejects it."""
+    edges = defaultdict(list)
+    seen = frontier = {root}
+    while frontier:
+        rows = SubAgent.objects.filter(parent_id__in=frontier).order_by(
+            "parent_id", "position", "id").values_list("parent_id", "child_id")
+        frontier = set()
+        for parent_id, child_id in rows:
+            edges[parent_id].append(child_id)
+            if child_id not in seen:
+                frontier.add(child_id)
+        seen = seen | frontier
+    return edges
+
+
 def _reachable(starts, graph) -> set:
     seen, queue = set(starts), deque(starts)
     while queue:
@@ -54,7 +72,7 @@ def _nodes(ids, edges, known: dict) -> dict:
 
 def build_tree(agent_type: AgentType) -> AgentTree:
     """The tree rooted at `agent_type`; TreeError when the stored edges make an invalid one."""
-    edges = _edges()
+    edges = _edges_below(agent_type.pk)
     ids = _reachable([agent_type.pk], edges)
     nodes = _nodes(ids, edges, {agent_type.pk: agent_type})
     return AgentTree(nodes[agent_type.pk])
