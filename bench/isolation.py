@@ -123,6 +123,8 @@ async def knowledge_base(http: KeepAlive, project_id: str, model_id: str) -> str
 async def document_status(http: KeepAlive, documents: str, document_id: str) -> str:
     status, document = await http.send("GET", f"{documents}/{document_id}", {})
     assert status == 200, document
+    if document["status"] == "failed":
+        raise SystemExit(f"{document['name']} failed: {document['status_reason']}")
     return document["status"]
 
 

@@ -2,15 +2,14 @@
 
 The process that owns work (the serving process on the embedded default; past one process,
 each runtime worker) runs a loop for each of: failing runs whose process died (the reaper),
-ingesting knowledge documents, delivering webhooks, and one that each second starts queued
-runs whose process went away and fires schedules and, with `LANGHOST_LEDGER_RETENTION_DAYS`,
-prunes the ledger once an hour. Each loop has its own setting to turn it off. Every process may run them
-at once: each step claims what it takes in the database first.
+ingesting knowledge documents, delivering webhooks, one that each second starts queued runs
+whose process went away and fires schedules, and, with `LANGHOST_LEDGER_RETENTION_DAYS`, one
+that prunes the ledger once an hour. Each loop has its own setting to turn it off. Every
+process may run them at once: each step claims what it takes in the database first.
 """
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -28,8 +27,10 @@ from runners.webhooks import worker as webhook_worker
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-# Ledger retention runs at most this often in a process.
+# Ledger retention runs at most this often in a process, and looks whether it was turned on
+# this often.
 PRUNE_EVERY_SECONDS = 3600
+RETENTION_LOOK_SECONDS = 60
 
 
 def _every_poll(*steps: tuple[Callable[[], Awaitable], str]) -> Callable[[], Awaitable[None]]:
@@ -60,21 +61,23 @@ def _prune(limit) -> retention.Pruned:
         close_old_connections()  # this thread's connection is not a request's
 
 
-_pruned_at: float | None = None
-
-
-async def _prune_when_due() -> None:
-    global _pruned_at
-    limit = retention.cutoff()
-    now = time.monotonic()
-    if limit is None or (_pruned_at is not None and now - _pruned_at < PRUNE_EVERY_SECONDS):
-        return
-    _pruned_at = now
-    # On a thread of its own: the process's shared sync thread keeps serving runs meanwhile.
-    pruned = await sync_to_async(_prune, thread_sensitive=False)(limit)
-    if pruned.runs:
-        logger.info("retention: removed %d run(s) created before %s", pruned.runs,
-                    limit.isoformat())
+async def _prune_forever() -> None:
+    """Hourly while retention is on (a look a minute while it is off), on a thread of its
+    own: the process's shared sync thread keeps serving runs, and the per-second loop keeps
+    firing schedules, however long a first prune of a large ledger takes."""
+    while True:
+        limit = retention.cutoff()
+        if limit is None:
+            await asyncio.sleep(RETENTION_LOOK_SECONDS)
+            continue
+        try:
+            pruned = await sync_to_async(_prune, thread_sensitive=False)(limit)
+            if pruned.runs:
+                logger.info("retention: removed %d run(s) created before %s", pruned.runs,
+                            limit.isoformat())
+        except Exception:  # the database away, say: the next hour tries again
+            logger.exception("pruning the ledger failed")
+        await asyncio.sleep(PRUNE_EVERY_SECONDS)
 
 
 @dataclass
@@ -107,12 +110,12 @@ LOOPS = (
          "parses and embeds queued knowledge documents", knowledge_worker.ingest_forever),
     Loop("webhook delivery", "LANGHOST_WEBHOOK_DELIVERY",
          "sends due webhook deliveries", webhook_worker.deliver_forever),
-    Loop("queued runs, schedules, pruning", "LANGHOST_BACKGROUND_WORK",
-         "each second, starts queued runs whose process went away and fires due schedules; "
-         "hourly, removes ended runs past LANGHOST_LEDGER_RETENTION_DAYS",
+    Loop("queued runs and schedules", "LANGHOST_BACKGROUND_WORK",
+         "each second, starts queued runs whose process went away and fires due schedules",
          _every_poll((background.resume_orphaned_runs, "starting orphaned runs"),
-                     (schedules.fire_due, "firing schedules"),
-                     (_prune_when_due, "pruning the ledger"))),
+                     (schedules.fire_due, "firing schedules"))),
+    Loop("ledger pruning", "LANGHOST_BACKGROUND_WORK",
+         "removes ended runs past LANGHOST_LEDGER_RETENTION_DAYS, hourly", _prune_forever),
 )
 
 

@@ -1,8 +1,9 @@
 """`langhost.settings` for a test session, with a data dir of its own (pytest's settings).
 
-The session's test database, secret key and runtime files go to a fresh temp dir: tests never
-write into `./data`, and sessions running side by side never share a test database. Processes
-the tests start get their own data dirs (tests/e2e/conftest.py), or inherit this one.
+The session's test database, secret key, runtime files and migrated template go to a fresh temp
+dir: tests never write into `./data` or the developer's cache, and sessions running side by
+side never share a test database. Processes the tests start get their own data dirs
+(tests/e2e/conftest.py), or inherit this one.
 """
 
 import atexit
@@ -16,6 +17,9 @@ from langhost.base import data_dir
 _session_data_dir = tempfile.mkdtemp(prefix="langhost-tests-")
 atexit.register(shutil.rmtree, _session_data_dir, ignore_errors=True)
 os.environ["LANGHOST_DATA_DIR"] = _session_data_dir
+# The migrated template (langhost/base/migrated_template.py) of the servers the session starts:
+# the session's, not the developer's cache.
+os.environ["LANGHOST_CACHE_DIR"] = str(Path(_session_data_dir) / "cache")
 data_dir.prepare()  # what manage.py and asgi.py do for a real process
 
 from langhost.settings import *  # noqa: E402, F403

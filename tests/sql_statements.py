@@ -3,10 +3,13 @@ its `sql:` line and `runners/tests/test_hot_path_sql.py` pins.
 
 A run's statements come from several threads (the request's, the shared sync thread, the
 journal's writes), each with its own connection, so they are recorded where every cursor
-executes, not on one connection.
+executes, not on one connection; and by context (which `sync_to_async` and the run's tasks
+carry along), so that what the process does meanwhile on its own (its lease renewals and its
+watch for cancels, once a second) is not counted as the run's.
 """
 
 import contextlib
+import contextvars
 import re
 import threading
 from collections import Counter
@@ -25,22 +28,29 @@ ECHO_BINDING = AgentBinding(binding_id="sql", runner_id="builtin:echo",
                             state_policy={"state_scopes": ["conversation"]})
 
 
+_recording: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "sql_recording", default=None)
+
+
 @contextlib.contextmanager
 def recorded() -> Iterator[list[str]]:
-    """Every statement any thread executes inside the block, in order."""
+    """Every statement executed inside the block on its behalf, in any thread, in order."""
     seen: list[str] = []
     lock = threading.Lock()
     execute = utils.CursorWrapper._execute_with_wrappers
 
     def recording(cursor, sql, params, many, executor):
-        with lock:
-            seen.append(sql)
+        if _recording.get() is seen:
+            with lock:
+                seen.append(sql)
         return execute(cursor, sql, params, many, executor)
 
     utils.CursorWrapper._execute_with_wrappers = recording
+    token = _recording.set(seen)
     try:
         yield seen
     finally:
+        _recording.reset(token)
         utils.CursorWrapper._execute_with_wrappers = execute
 
 

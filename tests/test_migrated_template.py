@@ -53,3 +53,17 @@ def test_an_existing_database_is_migrated_where_it_is(tmp_path):
     assert rows(database, "SELECT model FROM django_content_type WHERE app_label = 'mine'") == [
         ("kept",)]
     assert len(list(cache.glob("migrated-*.sqlite3"))) == 1
+
+
+def test_a_damaged_template_is_set_aside_and_the_database_migrated(tmp_path):
+    cache = tmp_path / "cache"
+    migrate_fresh(tmp_path / "first", cache)
+    (template,) = cache.glob("migrated-*.sqlite3")
+    template.write_bytes(b"not a database at all")
+
+    migrate_fresh(tmp_path / "second", cache)
+
+    applied = "SELECT app, name FROM django_migrations ORDER BY app, name"
+    assert rows(tmp_path / "second" / "langhost.sqlite3", applied) == rows(
+        tmp_path / "first" / "langhost.sqlite3", applied)
+    assert not template.exists()

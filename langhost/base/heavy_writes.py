@@ -1,9 +1,11 @@
-"""Where a request's heavy writes run: a small pool of threads of their own.
+"""Where heavy writes run: small pools of threads of their own.
 
 The process's one sync thread (`langhost.handlers`) starts and ends every run; a write that
 can take long (a conversation's whole state) runs here instead, so one user's large write
-never holds up another user's run. `LANGHOST_HEAVY_WRITE_THREADS` bounds how many run at
-once; more wait their turn here, not on the shared thread.
+never holds up another user's run. `LANGHOST_HEAVY_WRITE_THREADS` bounds how many of a
+request's run at once; more wait their turn here, not on the shared thread. Background work's
+writes (knowledge ingestion's chunks) have a thread of their own (`background_write`), so
+they never take a request's turn.
 """
 
 import concurrent.futures
@@ -12,16 +14,14 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pools: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
 
 
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=settings.LANGHOST_HEAVY_WRITE_THREADS,
-            thread_name_prefix="langhost-heavy-write")
-    return _pool
+def _executor(name: str, threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    if name not in _pools:
+        _pools[name] = concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix=f"langhost-{name}")
+    return _pools[name]
 
 
 def _in_a_request_cycle(function, *args, **kwargs):
@@ -34,6 +34,14 @@ def _in_a_request_cycle(function, *args, **kwargs):
 
 
 async def heavy_write(function, *args, **kwargs):
-    """`function(*args, **kwargs)`, run in the heavy-write pool."""
+    """`function(*args, **kwargs)`, run in the requests' heavy-write pool."""
+    executor = _executor("heavy-write", settings.LANGHOST_HEAVY_WRITE_THREADS)
     return await sync_to_async(_in_a_request_cycle, thread_sensitive=False,
-                               executor=_executor())(function, *args, **kwargs)
+                               executor=executor)(function, *args, **kwargs)
+
+
+async def background_write(function, *args, **kwargs):
+    """`function(*args, **kwargs)`, run on background work's own write thread."""
+    return await sync_to_async(_in_a_request_cycle, thread_sensitive=False,
+                               executor=_executor("background-write", 1))(
+        function, *args, **kwargs)

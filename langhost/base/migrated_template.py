@@ -5,8 +5,9 @@ permissions and built-in runners: no account, no secret) is kept in the cache
 (`LANGHOST_CACHE_DIR`, by default `$XDG_CACHE_HOME/langhost` or `~/.cache/langhost`) under a
 digest of every migration file and Django's version. A later fresh data dir copies it and
 `migrate` then only checks it, which is a fraction of the time. Any change to a migration is
-another digest, so another template. Without a writable cache the database is migrated as
-always. PostgreSQL is always migrated.
+another digest, so another template. Without a writable cache, or with a template that cannot
+be read, the database is migrated as always. PostgreSQL is always migrated. A copy is its
+owner's alone (mode 0600), as the data dir's secret key is.
 """
 
 import contextlib
@@ -39,15 +40,21 @@ def migrate() -> None:
         return
     template = cache_dir() / f"migrated-{_digest()}.sqlite3"
     if template.exists():
-        with contextlib.suppress(FileExistsError):  # made meanwhile by a process beside
+        try:
             _copy(template, database, replace=False)
+        except FileExistsError:  # made meanwhile by a process beside this one
+            pass
+        except (OSError, sqlite3.Error) as exc:  # damaged, or a file system without links
+            logger.warning("the migrated template %s is not used (%s): migrating", template, exc)
+            with contextlib.suppress(OSError):
+                template.unlink()
         _migrate()
         return
     _migrate()
     try:
         template.parent.mkdir(parents=True, exist_ok=True)
         _copy(database, template, replace=True)
-    except OSError as exc:  # a read-only home, say: the next fresh data dir migrates too
+    except (OSError, sqlite3.Error) as exc:  # a read-only home, say: the next one migrates too
         logger.info("the migrated database is not kept as a template: %s", exc)
 
 
@@ -73,7 +80,8 @@ def _digest() -> str:
 
 
 def _copy(source: Path, target: Path, replace: bool) -> None:
-    """SQLite's online backup (a database in WAL mode is copied whole), written aside and
+    """SQLite's online backup (a database in WAL mode is copied whole, and the copy keeps a
+    rollback journal: reading it needs no shared-memory file beside it), written aside and
     moved into place: a process starting beside this one never sees half a database. Without
     `replace`, a target that exists meanwhile raises FileExistsError."""
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}-",
@@ -83,6 +91,7 @@ def _copy(source: Path, target: Path, replace: bool) -> None:
         with closing(sqlite3.connect(source)) as reading, \
                 closing(sqlite3.connect(draft.name)) as writing:
             reading.backup(writing)
+            writing.execute("PRAGMA journal_mode=DELETE")
         if replace:
             os.replace(draft.name, target)
         else:

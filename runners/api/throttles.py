@@ -19,6 +19,8 @@ class StateWriteThrottle(UserRateThrottle):
     waits for all of it to drain."""
 
     scope = "state-writes"
+    # Its own key: what the count-based throttle before it left in the cache is no bucket.
+    cache_format = "throttle_%(scope)s_bytes_%(ident)s"
     MIN_COST_BYTES = 1024
 
     def allow_request(self, request, view) -> bool:
@@ -27,6 +29,9 @@ class StateWriteThrottle(UserRateThrottle):
         self.key = self.get_cache_key(request, view)
         if self.key is None:
             return True
+        if not self.num_requests:  # a budget of nothing: no write passes
+            self.level, self.cost = 0.0, 0.0
+            return self.throttle_failure()
         self.now = self.timer()
         level, at = self.cache.get(self.key, (0.0, self.now))
         self.level = max(0.0, level - (self.now - at) * self._drain_per_second)
@@ -38,8 +43,11 @@ class StateWriteThrottle(UserRateThrottle):
         return True
 
     def wait(self) -> float:
-        """Seconds until this write fits."""
-        return (self.level + self.cost - self.num_requests) / self._drain_per_second
+        """Seconds until this write fits: until the bucket holds room for it, or is empty
+        for a write larger than the whole budget."""
+        if not self.num_requests:
+            return self.duration
+        return min(self.level, self.level + self.cost - self.num_requests) / self._drain_per_second
 
     @property
     def _drain_per_second(self) -> float:
@@ -50,8 +58,6 @@ class StateWriteThrottle(UserRateThrottle):
 
 
 def _size(request) -> int:
-    """The request body's size, from its header (an ASGI request has it spooled)."""
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return len(request.body)
+    """The request body's size as received (spooled by the ASGI handler; a chunked body has no
+    Content-Length to trust)."""
+    return len(request.body)

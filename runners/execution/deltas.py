@@ -101,14 +101,17 @@ async def coalesced(stream: AsyncIterator[dict],
     text_so_far = ""
     pending: dict | None = None
     held_since = 0.0
-    sent_at = float("-inf")  # when the last text delta went out
+    # When the reader last took a text delta and asked for more: the time a slow reader
+    # takes is no quiet stretch (under load the deltas keep travelling as one).
+    sent_at = float("-inf")
     waiting: asyncio.Future | None = None
     try:
         while True:
             if pending is not None and loop.time() >= _due(pending, text_so_far, held_since,
                                                            window):
-                held, pending, sent_at = pending, None, loop.time()
+                held, pending = pending, None
                 yield held
+                sent_at = loop.time()
             if pending is None and waiting is None:
                 result = await next_or_end(stream)
             else:
@@ -145,13 +148,14 @@ async def coalesced(stream: AsyncIterator[dict],
                     pending["data"]["chunk"]["content"] += text
                     continue
             if pending is not None:
-                held, pending, sent_at = pending, None, loop.time()
+                held, pending = pending, None
                 yield held
+                sent_at = loop.time()
             if chunk is not None:
                 merged = {**result, "data": {**result["data"], "chunk": chunk}}
                 if first:
-                    sent_at = loop.time()
                     yield merged
+                    sent_at = loop.time()
                     continue
                 pending, held_since = merged, loop.time()
                 continue

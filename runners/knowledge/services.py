@@ -20,7 +20,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Sum
 
-from langhost.base.heavy_writes import heavy_write
+from langhost.base.heavy_writes import background_write
 from ledger.services.artifacts import max_bytes
 from runners.knowledge import keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
@@ -116,23 +116,24 @@ async def ingest(document_id) -> None:
     document = await KnowledgeDocument.objects.select_related(
         "knowledge_base__embedding_model__provider").aget(pk=document_id)
     knowledge_base = document.knowledge_base
-    await load_calls_off_the_loop()
-    call = call_for(knowledge_base)
     try:
+        await load_calls_off_the_loop()
+        call = call_for(knowledge_base)
         await _progress(document, Status.PARSING, 0.0)
         # Reading, parsing and chunking a large document is long work: off the loop.
         pieces = await asyncio.to_thread(_pieces, document)
-        # Ingested again: it starts over. Its writes, large ones, go to their own threads: the
-        # process's shared sync thread goes on starting and ending runs.
-        await heavy_write(remove_chunks, document)
-        await heavy_write(_require_room, document, len(pieces))
+        # Its writes, large ones, go to a thread of their own: the process's shared sync
+        # thread goes on starting and ending runs. Ingested again, it starts over (once it is
+        # known to fit: a document refused keeps the chunks it had).
+        await background_write(_require_room, document, len(pieces))
+        await background_write(remove_chunks, document)
         await _progress(document, Status.EMBEDDING, 0.1)
         made = 0
         for start in range(0, len(pieces), EMBEDDING_BATCH):
             began, runs_before = time.monotonic(), host_process().runs_started
             batch = pieces[start:start + EMBEDDING_BATCH]
             embedded = await _embed(knowledge_base, [piece.text for piece in batch], call)
-            await heavy_write(_store, knowledge_base, document, start, batch, embedded)
+            await background_write(_store, knowledge_base, document, start, batch, embedded)
             made += len(batch)
             await _progress(document, Status.EMBEDDING, 0.1 + 0.9 * made / len(pieces))
             await _yield_to_runs(began, runs_before)
@@ -177,7 +178,8 @@ def _require_room(document: KnowledgeDocument, chunks: int) -> None:
                             f"may make (LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT)")
     limit = settings.LANGHOST_KNOWLEDGE_MAX_CHUNKS_PER_PROJECT
     held = Chunk.objects.filter(
-        knowledge_base__project_id=document.knowledge_base.project_id).count()
+        knowledge_base__project_id=document.knowledge_base.project_id).exclude(
+        document=document).count()  # its own chunks of an earlier ingestion are replaced
     if held + chunks > limit:
         raise TooManyChunks(f"the project's knowledge holds {held} chunks; this document's "
                             f"{chunks} would pass its {limit} "

@@ -52,7 +52,7 @@ async def test_started_work_runs_every_loop_and_fires_a_due_schedule(agent, user
     try:
         assert set(states().values()) == {"running"}
         assert set(states()) == {"reaper", "knowledge ingestion", "webhook delivery",
-                                 "queued runs, schedules, pruning"}
+                                 "queued runs and schedules", "ledger pruning"}
 
         async def fired():
             return await AgentRun.objects.filter(

@@ -114,6 +114,25 @@ def test_text_after_a_quiet_stretch_goes_out_at_once_however_little(monkeypatch)
     assert [item["data"]["chunk"]["content"] for item in rest] == ["y"]
 
 
+def test_a_slow_reader_still_gets_a_burst_in_a_few_deltas():
+    # The time the reader takes over each delta is not a quiet stretch of the runner's.
+    async def stream():
+        for n in range(30):
+            yield delta(n + 1, f"w{n} ")
+            await asyncio.sleep(0.01)
+
+    async def slow_reader():
+        out = []
+        async for item in coalesced(stream(), window=0.2):
+            out.append(item)
+            await asyncio.sleep(0.3)
+        return out
+
+    out = asyncio.run(slow_reader())
+    assert text(out) == "".join(f"w{n} " for n in range(30))
+    assert len(out) <= 6
+
+
 def test_other_results_pass_through_in_order_and_end_a_burst():
     tool = {"type": "tool.call.started", "sequence": 3, "data": {"tool_name": "t"}}
     out = asyncio.run(collect([delta(1, "a"), delta(2, "b"), tool, delta(4, "c"),
