@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from http_overhead import KeepAlive, first_run, rss_mib, start_server, stop_server
@@ -102,10 +103,8 @@ class Streams:
                 f"rss_kib_per_run={rss_kib_per_run:.0f}")
 
     def outcomes(self) -> str:
-        counted: dict[str, int] = {}
-        for status in self.statuses:
-            counted[status] = counted.get(status, 0) + 1
-        return ", ".join(f"{count} {status}" for status, count in sorted(counted.items()))
+        return ", ".join(f"{count} {status}"
+                         for status, count in sorted(Counter(self.statuses).items()))
 
 
 async def _body(reader: asyncio.StreamReader, chunked: bool):

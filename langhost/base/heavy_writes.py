@@ -33,15 +33,17 @@ def _in_a_request_cycle(function, *args, **kwargs):
         close_old_connections()
 
 
-async def heavy_write(function, *args, **kwargs):
-    """`function(*args, **kwargs)`, run in the requests' heavy-write pool."""
-    executor = _executor("heavy-write", settings.LANGHOST_HEAVY_WRITE_THREADS)
+async def _run_in(executor, function, *args, **kwargs):
     return await sync_to_async(_in_a_request_cycle, thread_sensitive=False,
                                executor=executor)(function, *args, **kwargs)
 
 
+async def heavy_write(function, *args, **kwargs):
+    """`function(*args, **kwargs)`, run in the requests' heavy-write pool."""
+    return await _run_in(_executor("heavy-write", settings.LANGHOST_HEAVY_WRITE_THREADS),
+                         function, *args, **kwargs)
+
+
 async def background_write(function, *args, **kwargs):
     """`function(*args, **kwargs)`, run on background work's own write thread."""
-    return await sync_to_async(_in_a_request_cycle, thread_sensitive=False,
-                               executor=_executor("background-write", 1))(
-        function, *args, **kwargs)
+    return await _run_in(_executor("background-write", 1), function, *args, **kwargs)
