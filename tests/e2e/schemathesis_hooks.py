@@ -5,10 +5,15 @@ run's token (`FUZZ_TOKEN`), except `auth/logout`, which revokes the token it is 
 gets a fresh sign-in each time. The `signed_in` check fails any 401 to a request sent with one
 of those tokens, outside the operations that take credentials in their body (schemathesis
 also sends some requests without the token on purpose, to see them refused).
+
+Nothing the run sends reaches past this machine: each generated http(s) URL (a webhook, a
+provider's base URL, an MCP server's) points at a closed port here instead (`HERE`), so no
+request waits on a DNS server the machine may not have (a dropped query costs five seconds).
 """
 
 import json
 import os
+import re
 
 import httpx
 import schemathesis
@@ -20,6 +25,10 @@ CREDENTIAL_OPERATIONS = ("/auth/login", "/auth/refresh", "/auth/logout", "/auth/
 # A body past the server's upload limit is refused unread, before the request is signed in
 # (413, tests of their own: runners/tests/test_request_limits.py); generated ones stay below it.
 BODY_BYTES_MAX = 32 * 1024
+# An http(s) URL's scheme and authority (credentials, host, port).
+URL_AUTHORITY = re.compile(r"^(https?://)[^/?#]*", re.IGNORECASE)
+# Port 9 (discard) of the loopback address: nothing listens, so a connection is refused at once.
+HERE = "127.0.0.1:9"
 
 
 # The tokens this run signs in with.
@@ -37,6 +46,23 @@ def _sign_in() -> str:
 @schemathesis.hook
 def filter_case(context, case):
     return len(json.dumps(case.body, default=str)) < BODY_BYTES_MAX if case.body else True
+
+
+def _kept_here(value):
+    """`value` with every http(s) URL in it, at any depth, aimed at `HERE`."""
+    if isinstance(value, str):
+        return URL_AUTHORITY.sub(lambda match: match.group(1) + HERE, value)
+    if isinstance(value, dict):
+        return {key: _kept_here(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_kept_here(item) for item in value]
+    return value
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    case.body = _kept_here(case.body)
+    case.query = _kept_here(case.query)
 
 
 @schemathesis.auth(refresh_interval=None)
