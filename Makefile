@@ -2,6 +2,9 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
+# Compiled modules are cached between processes, even where the environment turns the cache off:
+# a test run starts hundreds of them (servers, runtimes, plugins, workers, commands).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-fast coverage install install-test browser servers sandbox bench bench-scale cluster
 

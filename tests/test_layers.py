@@ -5,6 +5,7 @@ name at run time (`importlib`, `__import__`), which no scan would see; no module
 lines, and no function of the run path 80; the ledger is read through its selectors."""
 
 import ast
+import functools
 import gc
 from pathlib import Path
 
@@ -66,10 +67,11 @@ def layer_of(module: str) -> int | None:
     return layer
 
 
+@functools.cache
 def parse(source: str) -> ast.Module:
-    """`ast.parse` with the garbage collector held off: CPython 3.11 fails a parse
-    ("AST constructor recursion depth mismatch") when a finalizer collected inside it
-    reports an error, since formatting that traceback parses too."""
+    """`ast.parse`, once per source, with the garbage collector held off: CPython 3.11 fails
+    a parse ("AST constructor recursion depth mismatch") when a finalizer collected inside
+    it reports an error, since formatting that traceback parses too."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -147,8 +149,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-SOURCES = project_sources()
-GRAPH = import_graph(SOURCES)
+@functools.cache
+def sources() -> dict[str, str]:
+    return project_sources()
+
+
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    return import_graph(sources())
+
+
 ADDED_BACK = {
     # A function-level import: how the process used to reach the orchestrator to cancel.
     "function level": "\n\ndef later():\n"
@@ -157,20 +167,18 @@ ADDED_BACK = {
     "TYPE_CHECKING": "\n\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                      "    from runners.execution.orchestrator import Orchestrator\n",
 }
-ADDED_BACK_GRAPHS = {
-    name: import_graph({**SOURCES, "runners.runtime.host_process":
-                        SOURCES["runners.runtime.host_process"] + added})
-    for name, added in ADDED_BACK.items()
-}
 
 
 def test_no_import_cycle_anywhere_in_the_apps():
-    assert cycles(GRAPH) == []
+    assert cycles(graph()) == []
 
 
 @pytest.mark.parametrize("added", ADDED_BACK)
 def test_an_import_cycle_added_back_is_found(added):
-    found = cycles(ADDED_BACK_GRAPHS[added])
+    host_process = "runners.runtime.host_process"
+    changed = {**sources(), host_process: sources()[host_process] + ADDED_BACK[added]}
+
+    found = cycles(import_graph(changed))
 
     assert any({"runners.runtime.host_process", ORCHESTRATOR} <= set(group) for group in found)
 
@@ -183,13 +191,13 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_every_module_stands_in_a_layer():
-    assert sorted(name for name, source in SOURCES.items()
+    assert sorted(name for name, source in sources().items()
                   if source.strip() and layer_of(name) is None) == []
 
 
 def test_no_import_points_up():
-    assert upward(GRAPH) == []
-    assert GRAPH["runners.hostapi.run_api"], "the scan reads the host API's imports"
+    assert upward(graph()) == []
+    assert graph()["runners.hostapi.run_api"], "the scan reads the host API's imports"
 
 
 # The imports that pointed up on main `3518118`, each from its module then to its module then:
@@ -212,10 +220,10 @@ EDGES_ONCE_UP = (
 @pytest.mark.parametrize(("importer", "imported"), EDGES_ONCE_UP,
                          ids=[f"{a}->{b}" for a, b in EDGES_ONCE_UP])
 def test_an_upward_import_added_back_is_found(importer, imported):
-    sources = {imported: "", **SOURCES}
-    sources[importer] = sources.get(importer, "") + f"\nimport {imported}\n"
+    changed = {imported: "", **sources()}
+    changed[importer] = changed.get(importer, "") + f"\nimport {imported}\n"
 
-    assert upward(import_graph(sources)) == [f"{importer} -> {imported}"]
+    assert upward(import_graph(changed)) == [f"{importer} -> {imported}"]
 
 
 def dynamic_imports(source: str) -> list[str]:
@@ -246,7 +254,7 @@ def test_no_project_code_is_imported_by_name():
     # the settings' classes back to check them.
     allowed = {("accounts.authentication", "settings.SESSION_ENGINE"),
                ("langhost.checks", "path")}
-    found = sorted((name, argument) for name, source in SOURCES.items()
+    found = sorted((name, argument) for name, source in sources().items()
                    for argument in dynamic_imports(source)
                    if project_code_named(argument) and (name, argument) not in allowed)
 
@@ -254,7 +262,7 @@ def test_no_project_code_is_imported_by_name():
 
 
 def test_a_dynamic_import_of_project_code_added_back_is_found():
-    added = SOURCES["runners.providers"] + (
+    added = sources()["runners.providers"] + (
         "\n\ndef calls():\n    return importlib.import_module('runners.providers.calls')\n")
 
     assert [project_code_named(argument) for argument in dynamic_imports(added)] == [True]
@@ -262,7 +270,7 @@ def test_a_dynamic_import_of_project_code_added_back_is_found():
 
 
 def test_no_module_passes_500_lines():
-    long = sorted(f"{name}: {len(source.splitlines())}" for name, source in SOURCES.items()
+    long = sorted(f"{name}: {len(source.splitlines())}" for name, source in sources().items()
                   if len(source.splitlines()) > MAX_MODULE_LINES)
 
     assert long == []
@@ -276,7 +284,7 @@ def long_functions(source: str, limit: int) -> list[str]:
 
 
 def test_no_function_of_the_run_path_passes_80_lines():
-    long = sorted(f"{name}.{function}" for name, source in SOURCES.items()
+    long = sorted(f"{name}.{function}" for name, source in sources().items()
                   if name.startswith(RUN_PATH)
                   for function in long_functions(source, MAX_RUN_PATH_FUNCTION_LINES))
 
@@ -307,11 +315,13 @@ def test_the_architecture_draws_the_layers_this_test_holds():
     assert drawn_layers() == [(name, packages) for name, packages in LAYERS]
 
 
-LEDGER_MODELS = sorted(
-    node.name for name, source in SOURCES.items() if name.startswith("ledger.models.")
-    for node in parse(source).body
-    if isinstance(node, ast.ClassDef) and any(ast.unparse(base) == "models.Model"
-                                              for base in node.bases))
+@functools.cache
+def ledger_models() -> list[str]:
+    return sorted(
+        node.name for name, source in sources().items() if name.startswith("ledger.models.")
+        for node in parse(source).body
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(base) == "models.Model"
+                                                  for base in node.bases))
 
 
 def ledger_reads(source: str) -> list[str]:
@@ -320,16 +330,16 @@ def ledger_reads(source: str) -> list[str]:
     found, nones = [], []
     for node in ast.walk(parse(source)):
         if (isinstance(node, ast.Attribute) and node.attr == "objects"
-                and isinstance(node.value, ast.Name) and node.value.id in LEDGER_MODELS):
+                and isinstance(node.value, ast.Name) and node.value.id in ledger_models()):
             found.append(node.value.id)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr == "none" and ast.unparse(node.func.value).endswith(".objects")
-              and ast.unparse(node.func.value).removesuffix(".objects") in LEDGER_MODELS):
+              and ast.unparse(node.func.value).removesuffix(".objects") in ledger_models()):
             nones.append(ast.unparse(node.func.value).removesuffix(".objects"))
         elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in {
                 "get_object_or_404", "get_list_or_404", "aget_object_or_404"}
               and node.args and isinstance(node.args[0], ast.Name)
-              and node.args[0].id in LEDGER_MODELS):
+              and node.args[0].id in ledger_models()):
             found.append(node.args[0].id)
     for model in nones:
         found.remove(model)
@@ -337,8 +347,8 @@ def ledger_reads(source: str) -> list[str]:
 
 
 def test_the_ledger_is_read_through_its_selectors():
-    assert "AgentRun" in LEDGER_MODELS and "Transcript" in LEDGER_MODELS
-    outside = sorted(f"{name}: {model}" for name, source in SOURCES.items()
+    assert "AgentRun" in ledger_models() and "Transcript" in ledger_models()
+    outside = sorted(f"{name}: {model}" for name, source in sources().items()
                      if not name.startswith("ledger")
                      for model in ledger_reads(source))
 
