@@ -10,6 +10,7 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db import connections
+from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from rest_framework.test import APIClient
 
 from runners.runtime.sandbox import confinement
@@ -246,9 +247,12 @@ def pytest_sessionstart(session):
     """The sandbox is probed once a process (`python -c pass` confined, runners/runtime/
     sandbox.py), by whatever asks first; here, before any test, so that no in-process test that
     renders the confinement banner is taken for one that starts processes. The same for
-    `uname -p`, which the stdlib runs once for the model SDKs' platform headers."""
+    `uname -p`, which the stdlib runs once for the model SDKs' platform headers, and for
+    drf-spectacular's one look for GDAL (`ldconfig`, `gcc`), made the first time a schema
+    describes a filter."""
     confinement(settings.LANGHOST_PLUGIN_SANDBOX)
     platform.processor()
+    DjangoFilterExtension._is_gis(None)
 
 
 @pytest.hookimpl(wrapper=True)
