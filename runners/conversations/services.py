@@ -52,6 +52,7 @@ from runners.conversations.input import (
 )
 from runners.conversations.targets import (
     answering_node,
+    command_binding,
     message_text,
     multitask_strategy,
     node_binding,
@@ -183,6 +184,11 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
         event_input = _saved_input(caller, agent, conversation, parts, invocation_id,
                                    artifact_url)
     event_input = message_text(event_type, event_data, event_input)
+    if command := command_binding(agent, binding, event_type, event_input,
+                                  caller.is_superuser):
+        binding, descriptor = command
+        strategy = (multitask_strategy(agent.agent_type, descriptor, multitask)
+                    if ledger_conversation else None)
     actor = caller.actor
     event = AgentEventEnvelope(
         event_id=event_id or invocation_id,

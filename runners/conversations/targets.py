@@ -22,7 +22,7 @@ from runners.catalogue.agent_routing import (
 from runners.catalogue.trees import build_tree
 from runners.conversations.exceptions import InvalidInput, RunnerUnavailable, Unroutable
 from runners.models import AgentInstance, AgentType
-from runners.plugins import registry
+from runners.plugins import command_registry, commands, registry
 from runners.plugins.gateway import require_runner_sync
 from runners.protocol import ENQUEUE, MESSAGE_EVENT, MULTITASK_STRATEGIES, STEER, AgentBinding
 
@@ -62,6 +62,26 @@ def node_binding(agent: AgentInstance, tree: AgentTree, node: AgentNode,
         {"name": target.name, "description": target.description}
         for target in transfer_targets(tree, node)]}
     return binding
+
+
+def command_binding(agent: AgentInstance, binding: AgentBinding, event_type: str,
+                    event_input: dict | None, administrator: bool):
+    """`(binding, descriptor)` of the plugin command a message invokes, if it does: it starts
+    with the agent type's command prefix and the name of an available command of an enabled
+    plugin (LangBot's `!name sub args`). Else None: the agent's runner answers."""
+    prefix = agent.agent_type.command_prefix
+    invocation = (commands.parse((event_input or {}).get("text") or "", prefix)
+                  if event_type == MESSAGE_EVENT else None)
+    command = command_registry.find_sync(invocation.name) if invocation else None
+    if command is None:
+        return None
+    config = {commands.PREFIX_KEY: prefix,
+              commands.PRIVILEGE_KEY: (commands.ADMIN_PRIVILEGE if administrator
+                                       else commands.USER_PRIVILEGE)}
+    if "timeout" in binding.runner_config:
+        config["timeout"] = binding.runner_config["timeout"]
+    return (binding.model_copy(update={"runner_id": command.pk, "runner_config": config}),
+            command_registry.as_runner(command))
 
 
 def state_identity(agent: AgentInstance, conversation: Conversation | None = None) -> StateIdentity:

@@ -293,6 +293,8 @@ class Orchestrator:
         if descriptor.source == RunnerDescriptor.Source.BUILTIN:
             return registry.BUILTINS[descriptor.id]["run"](payload, handle)
         item_timeout = (state.deadline - time.time() + 1.0) if state.deadline else NO_DEADLINE_ITEM_TIMEOUT
+        if descriptor.source == RunnerDescriptor.Source.COMMAND:
+            return self.gateway.execute_command(descriptor, payload, max(item_timeout, 1.0))
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 
     async def _stream(self, state: RunState, payload: dict,

@@ -18,7 +18,7 @@ from runners.models.catalogue import (
     MultitaskStrategy,
     SubAgent,
 )
-from runners.models.plugin_tools import ToolDescriptor
+from runners.models.plugin_tools import CommandDescriptor, ToolDescriptor
 from runners.models.plugins import (
     PluginInstallation,
     PluginStorage,
@@ -32,6 +32,6 @@ __all__ = [
     "DEFAULT_RUNNER_ID", "LLM_AGENT_RUNNER_ID", "AgentInstance", "AgentKind", "AgentType", "Binding", "InvalidTransition",
     "KnowledgeRetrieval", "LLMModel", "MultitaskStrategy", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
-    "ToolDescriptor",
+    "CommandDescriptor", "ToolDescriptor",
     "McpServer",
 ]

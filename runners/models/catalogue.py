@@ -116,6 +116,10 @@ class AgentType(models.Model):
         help_text="Save files sent inline in a message as conversation artifacts and hand the "
                   "runner a reference instead of the bytes.",
     )
+    command_prefix = models.CharField(
+        max_length=8, blank=True, default="!",
+        help_text="A message starting with it and a plugin command's name (`!weather Paris`) "
+                  "runs that command instead of the runner, as in LangBot; empty: no commands.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -14,6 +14,9 @@ class RunnerDescriptor(models.Model):
     class Source(models.TextChoices):
         PLUGIN = "plugin"
         BUILTIN = "builtin"
+        # A plugin's command, run as a runner of its own (`runners.plugins.command_registry`);
+        # never stored in this table.
+        COMMAND = "command"
 
     id = models.CharField(primary_key=True, max_length=255)
     source = models.CharField(max_length=16, choices=Source.choices)

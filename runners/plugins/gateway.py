@@ -22,7 +22,7 @@ from django.db import transaction
 
 from runners.hostapi.host import DjangoHost, installation_for_sync
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.plugins import folders, registry, tool_registry
+from runners.plugins import command_registry, commands, folders, registry, tool_registry
 from runners.plugins.requirements import install_requirements
 from runners.runtime import liveness
 from runners.runtime.host_process import host_process
@@ -212,6 +212,7 @@ class LocalGateway:
         runners_elsewhere, plugins_elsewhere = await self._elsewhere()
         await registry.mark_plugins_unavailable(runners_elsewhere)
         await tool_registry.mark_tools_unavailable(plugins_elsewhere)
+        await command_registry.mark_commands_unavailable(plugins_elsewhere)
 
     async def _elsewhere(self) -> tuple[Collection[str], Collection[str]]:
         return await self.listed_elsewhere() if self.listed_elsewhere else ((), ())
@@ -251,6 +252,7 @@ class LocalGateway:
                 await asyncio.sleep(DISCOVERY_POLL_SECONDS)
             runners = await self.link.list_runners()
             tools = await self.link.list_tools()
+            plugin_commands = await self.link.list_commands()
             self.plugins = plugins
             listed = {f"{raw['plugin_author']}/{raw['plugin_name']}" for raw in runners}
             runners_elsewhere, plugins_elsewhere = await self._elsewhere()
@@ -258,6 +260,7 @@ class LocalGateway:
             self.runner_ids = {descriptor.pk for descriptor in stored}
             self.plugin_ids = loaded
             await tool_registry.store_discovered_tools(tools, plugins_elsewhere)
+            await command_registry.store_discovered_commands(plugin_commands, plugins_elsewhere)
             await sync_to_async(self._record_plugin_status)(listed, plugins_elsewhere)
             self._settled.set()
             return stored
@@ -367,6 +370,16 @@ class LocalGateway:
                 async for item in stream:
                     yield item
                 return
+
+    async def execute_command(self, descriptor: RunnerDescriptor, context: dict,
+                              item_timeout: float):
+        """A command run's results (`runners.plugins.commands`): the command's replies."""
+        await self._wait_settled()
+        replies = self.link.execute_command(descriptor.plugin_author, descriptor.plugin_name,
+                                            commands.execute_context(context), item_timeout)
+        async with aclosing(replies):
+            async for result in commands.as_results(context["run_id"], replies):
+                yield result
 
     async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
                         parameters: dict, timeout: float = TOOL_CALL_TIMEOUT_SECONDS):

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runners.models import PluginInstallation, RunnerDescriptor
+from runners.plugins import command_registry
 
 RUNNER_ID_RE = re.compile(r"^plugin:([^/\s]+)/([^/\s]+)/([^/\s]+)$")
 # Descriptors are read for every run; a short-lived cache spares the run a round trip.
@@ -156,6 +157,11 @@ async def get_descriptor(runner_id: str, rediscover) -> RunnerDescriptor:
     """The available descriptor; on a miss, `rediscover()` once before giving up."""
     if cached := cached_descriptor(runner_id):
         return cached
+    if command_registry.is_command_id(runner_id):
+        descriptor = await command_registry.available_runner(runner_id)
+        if descriptor is None:
+            raise RunnerNotFound(runner_id)
+        return descriptor
     descriptor = await _available(runner_id)
     if descriptor is None and parse_plugin_runner_id(runner_id):
         await rediscover()

@@ -422,6 +422,18 @@ class RuntimeLink:
         data = {} if include_plugins is None else {"include_plugins": include_plugins}
         return (await self._call(LangBotToRuntimeAction.LIST_TOOLS, data, 15.0))["tools"]
 
+    async def list_commands(self) -> list[dict[str, Any]]:
+        """Command component manifests (``owner`` is "author/name") of the registered plugins."""
+        return (await self._call(LangBotToRuntimeAction.LIST_COMMANDS, {}, 15.0))["commands"]
+
+    def execute_command(self, plugin_author: str, plugin_name: str, command_context: dict,
+                        item_timeout: float) -> AsyncIterator[dict[str, Any]]:
+        """Stream the command's replies (`CommandReturn` dicts). The runtime runs the first
+        command of that name among `include_plugins`: here, only the named plugin's."""
+        data = {"command_context": command_context,
+                "include_plugins": [f"{plugin_author}/{plugin_name}"]}
+        return self._stream(LangBotToRuntimeAction.EXECUTE_COMMAND, data, item_timeout)
+
     async def call_tool(
         self,
         plugin_author: str,

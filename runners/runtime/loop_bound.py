@@ -37,6 +37,10 @@ class Gateway(Protocol):
                    item_timeout: float) -> AsyncIterator[dict]:
         """The runner's results; closing the stream cancels the runner."""
 
+    def execute_command(self, descriptor: RunnerDescriptor, context: dict,
+                        item_timeout: float) -> AsyncIterator[dict]:
+        """A plugin command's run: its replies as the run's results."""
+
     async def status(self) -> dict:
         """The runtime link's mode, state, uptime and last error."""
 
@@ -94,6 +98,15 @@ class LoopBoundGateway:
                    item_timeout: float) -> AsyncIterator[dict]:
         def open_stream():
             return self.gateway.run_runner(descriptor, context, item_timeout)
+
+        if self._here():
+            return open_stream()
+        return _stream_across(open_stream, self.loop)
+
+    def execute_command(self, descriptor: RunnerDescriptor, context: dict,
+                        item_timeout: float) -> AsyncIterator[dict]:
+        def open_stream():
+            return self.gateway.execute_command(descriptor, context, item_timeout)
 
         if self._here():
             return open_stream()

@@ -359,6 +359,15 @@ class ChannelGateway:
             raise (ToolNotFound if reply.get("not_found") else RuntimeLinkError)(reply["error"])
         return reply["result"]
 
+    async def execute_command(self, descriptor: RunnerDescriptor, context: dict,
+                              item_timeout: float):
+        """Plugin commands run where the runtime is in the serving process; through runtime
+        workers the run fails saying so."""
+        raise RuntimeLinkError("plugin commands do not run through runtime workers "
+                               "(LANGHOST_RUNTIME_WORKER); send the message without the "
+                               "command prefix, or run the runtime in the web process")
+        yield  # an async generator, as the others' streams are
+
     async def run_runner(self, descriptor: RunnerDescriptor, context: dict, item_timeout: float):
         reply_channel = await self.channel_layer.new_channel()
         stream_id = uuid.uuid4().hex

@@ -75,7 +75,8 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "multitask_strategy",
             "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "runner_config", "runner_config_secrets",
+            "save_input_blobs_as_artifacts", "command_prefix", "runner_config",
+            "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
             "created_at", "updated_at",
         ]

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from runners.models import PluginInstallation, RunnerDescriptor
+from runners.models import CommandDescriptor, PluginInstallation, RunnerDescriptor
 
 
 class PluginSerializer(serializers.ModelSerializer):
@@ -9,17 +9,25 @@ class PluginSerializer(serializers.ModelSerializer):
     plugin_id = serializers.CharField(read_only=True)
     runners = serializers.SerializerMethodField(
         help_text="The ids of the runners the runtime listed for it (`GET /runners/{id}`).")
+    commands = serializers.SerializerMethodField(
+        help_text="The names of its commands: a message starting with an agent type's command "
+                  "prefix and one of them runs it (`!name ...`).")
 
     class Meta:
         model = PluginInstallation
         fields = ["id", "plugin_id", "author", "name", "version", "enabled", "status",
-                  "last_error", "runners", "created_at", "updated_at"]
+                  "last_error", "runners", "commands", "created_at", "updated_at"]
         read_only_fields = [name for name in fields if name != "enabled"]
 
     def get_runners(self, installation) -> list[str]:
         return list(RunnerDescriptor.objects.filter(
             plugin_author=installation.author, plugin_name=installation.name,
             available=True).order_by("id").values_list("id", flat=True))
+
+    def get_commands(self, installation) -> list[str]:
+        return list(CommandDescriptor.objects.filter(
+            plugin_author=installation.author, plugin_name=installation.name,
+            available=True).order_by("name").values_list("name", flat=True))
 
 
 class PluginUploadSerializer(serializers.Serializer):

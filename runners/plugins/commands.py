@@ -1,0 +1,91 @@
+"""A plugin command's run: the message parsed as LangBot parses it, and the command's replies
+as the run's results.
+
+LangBot strips the prefix and splits the rest on spaces: `!weather now Paris` runs the
+`weather` command with `params` `["weather", "now", "Paris"]`, `crt_command` `weather` and
+`crt_params` `["now", "Paris"]`; the plugin's `Command` picks its subcommand (`now`) from
+those. Each `CommandReturn` the command yields is one reply of the run: its text, and its
+image or file as a link.
+"""
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+# Set in the run's config by the door (`runners.conversations.targets.command_binding`): the
+# agent type's prefix, and the sender's privilege as LangBot counts it (2 an administrator, 1
+# anyone else).
+PREFIX_KEY = "command_prefix"
+PRIVILEGE_KEY = "command_privilege"
+USER_PRIVILEGE, ADMIN_PRIVILEGE = 1, 2
+
+
+@dataclass(frozen=True)
+class Invocation:
+    name: str
+    params: list[str]
+
+
+def parse(text: str, prefix: str) -> Invocation | None:
+    """The command a message invokes, if it starts with `prefix` and a name."""
+    if not prefix or not text.startswith(prefix):
+        return None
+    params = text[len(prefix):].split(" ")
+    if not params[0]:
+        return None
+    return Invocation(name=params[0], params=params)
+
+
+def execute_context(context: dict) -> dict:
+    """The SDK's `ExecuteContext` for a command run's context (LangBot's fields)."""
+    text = (context.get("input") or {}).get("text") or ""
+    config = context.get("config") or {}
+    prefix = config.get(PREFIX_KEY) or ""
+    invocation = parse(text, prefix)
+    if invocation is None:
+        raise ValueError("the run's input does not invoke a command")
+    actor = context.get("actor") or {}
+    conversation_id = (context.get("conversation") or {}).get("conversation_id")
+    return {
+        "query_id": 0,
+        "session": {"launcher_type": "person",
+                    "launcher_id": conversation_id or actor.get("actor_id") or "api",
+                    "sender_id": actor.get("actor_id")},
+        "command_text": text[len(prefix):],
+        "full_command_text": text,
+        "command": invocation.name,
+        "crt_command": invocation.name,
+        "params": invocation.params,
+        "crt_params": invocation.params[1:],
+        "privilege": config.get(PRIVILEGE_KEY) or USER_PRIVILEGE,
+    }
+
+
+def reply_text(reply: dict) -> str:
+    """A `CommandReturn` as the text of one message: its text, its error, its image or
+    file as a link."""
+    lines = [reply.get("text") or ""]
+    if reply.get("error"):
+        lines.append(f"Error: {reply['error']}")
+    if reply.get("image_url"):
+        lines.append(reply["image_url"])
+    if reply.get("file_url"):
+        lines.append(f"{reply.get('file_name') or 'file'}: {reply['file_url']}")
+    return "\n".join(line for line in lines if line)
+
+
+async def as_results(run_id: str, replies: AsyncIterator[dict]) -> AsyncIterator[dict]:
+    """The run's results: a message for each reply that says something, then the end."""
+    sequence = 0
+
+    def result(type_: str, data: dict) -> dict:
+        return {"run_id": run_id, "type": type_, "data": data, "usage": None,
+                "sequence": sequence, "timestamp": int(time.time())}
+
+    async for reply in replies:
+        if text := reply_text(reply if isinstance(reply, dict) else {}):
+            sequence += 1
+            yield result("message.completed",
+                         {"message": {"role": "assistant", "content": text}, "file_ids": []})
+    sequence += 1
+    yield result("run.completed", {"finish_reason": "stop"})
