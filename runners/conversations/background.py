@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 
 from ledger.models import AgentRun, RunStatus
 from ledger.selectors import runs as run_selectors
@@ -103,7 +104,14 @@ def _prepared_again(run: AgentRun) -> door.PreparedRun:
     door.require_taking_messages(agent)
     tree, node = targets.answering_node(agent, run.conversation_id)
     binding = targets.node_binding(agent, tree, node, run.conversation_id)
+    envelope = AgentEventEnvelope.model_validate(event)
+    # Who sent it counts as it did at the door: the operator, or a user who is a superuser.
+    administrator = envelope.actor.actor_type != "user" or get_user_model().objects.filter(
+        pk=envelope.actor.actor_id, is_superuser=True).exists()
+    if command := targets.command_binding(agent, binding, envelope.event_type, event["input"],
+                                          administrator):
+        binding = command[0]
     targets.require_runner(binding.runner_id)  # what it takes was checked when it came
-    return door.PreparedRun(event=AgentEventEnvelope.model_validate(event), binding=binding,
+    return door.PreparedRun(event=envelope, binding=binding,
                             run_id=run.run_id, agent=agent, agent_name=node.name,
                             multitask=ENQUEUE, queued=True)

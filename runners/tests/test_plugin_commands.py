@@ -3,15 +3,19 @@ command prefix and a command's name runs the command (its subcommand picked by t
 from the words after it) instead of the agent's runner, and each of its replies is a message
 of the run; any other message reaches the runner. Real runtime, fixture plugin `e2e__commands`."""
 
+import asyncio
+
 import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
 
-from ledger.models import AgentRun
+from ledger.models import AgentRun, RunStatus, Transcript
+from runners.conversations import background
 from runners.conversations.input import Part
 from runners.models import AgentInstance, AgentType, CommandDescriptor, PluginInstallation
-from runners.tests.conversation_fixtures import through_the_door
+from runners.tests.conversation_fixtures import register_builtin, through_the_door  # noqa: F401
+from runners.tests.test_multitask import new_conversation, send, turns_agent  # noqa: F401
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
@@ -90,3 +94,32 @@ async def test_anything_else_reaches_the_runner(commands_gateway, user, project)
     assert plain == ["echo: echo hi"]
     assert off == ["echo: !echo hi"]
     assert disabled == ["echo: !echo hi"]
+
+
+async def test_a_queued_command_whose_process_went_away_runs_where_it_is_adopted(
+        commands_gateway, user, turns_agent):  # noqa: F811 (the fixture)
+    conversation = await new_conversation(user, turns_agent)
+    first = asyncio.create_task(send(user, turns_agent, conversation, "wait:0.5"))
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(send(user, turns_agent, conversation, "!echo later"))
+    await asyncio.sleep(0.1)
+    queued = await AgentRun.objects.filter(status=RunStatus.QUEUED).aget()
+    second.cancel()
+    await asyncio.gather(second, return_exceptions=True)
+    # As if its process had died: still queued, its lease run out.
+    await AgentRun.objects.filter(run_id=queued.run_id).aupdate(
+        status=RunStatus.QUEUED, cancel_requested_at=None, finished_at=None,
+        execution_owner_id="elsewhere:1:1:gone", lease_expires_at=queued.created_at)
+
+    assert await background.resume_orphaned_runs() == [queued.run_id]
+    await first
+    for _ in range(int(scaled(100))):
+        run = await AgentRun.objects.aget(run_id=queued.run_id)
+        if run.is_terminal:
+            break
+        await asyncio.sleep(0.05)
+
+    assert (run.status, run.runner_id) == ("completed", ECHO_COMMAND)
+    replies = [row.content async for row in Transcript.objects.filter(
+        conversation_id=conversation.conversation_id, role="assistant").order_by("id")]
+    assert replies[-1] == "later"
