@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from ledger.services import conversations
 from runners.execution import journal
 from runners.execution.orchestrator import Orchestrator
+from runners.plugins import registry
 from runners.plugins.gateway import get_gateway
 from tests import sql_statements as sql
 from tests.timing import scaled
@@ -45,8 +46,10 @@ def _listed(statements: list[str]) -> str:
 
 @pytest.fixture(autouse=True)
 def start_waits_for_results(monkeypatch):
-    # however slow the machine, the echo's results come within the start's patience
+    # However slow the machine, the echo's results come within the start's patience, and the
+    # descriptor the first run read is still cached when the second runs.
     monkeypatch.setattr(journal, "START_PATIENCE_SECONDS", scaled(5.0))
+    monkeypatch.setattr(registry, "CACHE_SECONDS", scaled(60.0))
 
 
 async def test_an_echo_run_executes_the_pinned_statements():
