@@ -1,6 +1,8 @@
 """Shared fixtures of every test (the apps' and tests/'): people, API clients, JWTs and
 factories for projects and agents."""
 
+import contextlib
+import importlib
 import itertools
 import platform
 import sys
@@ -249,10 +251,13 @@ def pytest_sessionstart(session):
     renders the confinement banner is taken for one that starts processes. The same for
     `uname -p`, which the stdlib runs once for the model SDKs' platform headers, and for
     drf-spectacular's one look for GDAL (`ldconfig`, `gcc`), made the first time a schema
-    describes a filter."""
+    describes a filter, and for trio's (`ldconfig`), which the model SDKs' HTTP transport
+    imports when a provider is first called."""
     confinement(settings.LANGHOST_PLUGIN_SANDBOX)
     platform.processor()
     DjangoFilterExtension._is_gis(None)
+    with contextlib.suppress(ImportError):
+        importlib.import_module("trio")
 
 
 @pytest.hookimpl(wrapper=True)
