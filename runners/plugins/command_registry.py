@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runners.models import CommandDescriptor, PluginInstallation, RunnerDescriptor
+from runners.plugins.tool_registry import excluding_plugins
 
 ID_PREFIX = "command:"
 
@@ -53,21 +54,14 @@ def store_discovered_commands_sync(raw_commands: list[dict],
             CommandDescriptor.objects.update_or_create(
                 pk=pk, defaults={**fields, "available": True, "last_seen_at": now})
             seen.append(pk)
-        _not_of(CommandDescriptor.objects.filter(available=True).exclude(pk__in=seen),
-                plugins_elsewhere).update(available=False, updated_at=now)
+        excluding_plugins(CommandDescriptor.objects.filter(available=True).exclude(pk__in=seen),
+                          plugins_elsewhere).update(available=False, updated_at=now)
 
 
 def mark_commands_unavailable_sync(plugins_elsewhere: Collection[str] = ()) -> int:
     """The runtime is gone: none of its commands run until it is back."""
-    return _not_of(CommandDescriptor.objects.filter(available=True), plugins_elsewhere).update(
-        available=False, updated_at=timezone.now())
-
-
-def _not_of(commands, plugin_ids: Collection[str]):
-    for plugin_id in plugin_ids:
-        author, name = plugin_id.split("/", 1)
-        commands = commands.exclude(plugin_author=author, plugin_name=name)
-    return commands
+    listed = excluding_plugins(CommandDescriptor.objects.filter(available=True), plugins_elsewhere)
+    return listed.update(available=False, updated_at=timezone.now())
 
 
 def _enabled(commands):

@@ -51,23 +51,24 @@ def store_discovered_tools_sync(raw_tools: list[dict],
                 pk=pk, defaults={**fields, "available": enabled, "last_seen_at": now})
             if enabled:
                 seen.append(pk)
-        _not_of(ToolDescriptor.objects.filter(available=True).exclude(pk__in=seen),
-                plugins_elsewhere).update(available=False, updated_at=now)
+        excluding_plugins(ToolDescriptor.objects.filter(available=True).exclude(pk__in=seen),
+                          plugins_elsewhere).update(available=False, updated_at=now)
     return list(ToolDescriptor.objects.filter(pk__in=seen))
 
 
 def mark_tools_unavailable_sync(plugins_elsewhere: Collection[str] = ()) -> int:
     """The runtime is gone: none of its tools can be called until it is back (but those of
     plugins another runtime worker has)."""
-    return _not_of(ToolDescriptor.objects.filter(available=True), plugins_elsewhere).update(
-        available=False, updated_at=timezone.now())
+    listed = excluding_plugins(ToolDescriptor.objects.filter(available=True), plugins_elsewhere)
+    return listed.update(available=False, updated_at=timezone.now())
 
 
-def _not_of(tools, plugin_ids: Collection[str]):
+def excluding_plugins(components, plugin_ids: Collection[str]):
+    """`components` (tools, commands) but those of the plugins named (`author/name`)."""
     for plugin_id in plugin_ids:
         author, name = plugin_id.split("/", 1)
-        tools = tools.exclude(plugin_author=author, plugin_name=name)
-    return tools
+        components = components.exclude(plugin_author=author, plugin_name=name)
+    return components
 
 
 store_discovered_tools = sync_to_async(store_discovered_tools_sync)
