@@ -164,11 +164,12 @@ async def test_steer_for_a_runner_that_does_not_steer_is_refused_naming_the_fiel
     assert refused.value.field == "multitask_strategy"
 
 
-async def test_a_queued_run_whose_process_went_away_is_started_by_another(user, turns_agent):
-    conversation = await new_conversation(user, turns_agent)
-    first = asyncio.create_task(send(user, turns_agent, conversation, "wait:0.5"))
+async def queued_then_orphaned(user, agent, conversation, text: str):
+    """`(first, queued)`: a first message's run going on (a task), and a second message's run
+    queued behind it whose process went away (its lease run out)."""
+    first = asyncio.create_task(send(user, agent, conversation, "wait:0.5"))
     await asyncio.sleep(0.05)
-    second = asyncio.create_task(send(user, turns_agent, conversation, "second"))
+    second = asyncio.create_task(send(user, agent, conversation, text))
     await asyncio.sleep(0.1)
     queued = await AgentRun.objects.filter(status=RunStatus.QUEUED).aget()
     second.cancel()  # its waiter stops (and cancels it) ...
@@ -177,6 +178,12 @@ async def test_a_queued_run_whose_process_went_away_is_started_by_another(user, 
     await AgentRun.objects.filter(run_id=queued.run_id).aupdate(
         status=RunStatus.QUEUED, cancel_requested_at=None, finished_at=None,
         execution_owner_id="elsewhere:1:1:gone", lease_expires_at=queued.created_at)
+    return first, queued
+
+
+async def test_a_queued_run_whose_process_went_away_is_started_by_another(user, turns_agent):
+    conversation = await new_conversation(user, turns_agent)
+    first, queued = await queued_then_orphaned(user, turns_agent, conversation, "second")
 
     adopted = await background.resume_orphaned_runs()
     await first

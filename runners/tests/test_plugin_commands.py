@@ -10,12 +10,16 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
 
-from ledger.models import AgentRun, RunStatus, Transcript
+from ledger.models import AgentRun, Transcript
 from runners.conversations import background
 from runners.conversations.input import Part
 from runners.models import AgentInstance, AgentType, CommandDescriptor, PluginInstallation
 from runners.tests.conversation_fixtures import register_builtin, through_the_door  # noqa: F401
-from runners.tests.test_multitask import new_conversation, send, turns_agent  # noqa: F401
+from runners.tests.test_multitask import (  # noqa: F401
+    new_conversation,
+    queued_then_orphaned,
+    turns_agent,
+)
 from tests.timing import scaled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
@@ -99,17 +103,7 @@ async def test_anything_else_reaches_the_runner(commands_gateway, user, project)
 async def test_a_queued_command_whose_process_went_away_runs_where_it_is_adopted(
         commands_gateway, user, turns_agent):  # noqa: F811 (the fixture)
     conversation = await new_conversation(user, turns_agent)
-    first = asyncio.create_task(send(user, turns_agent, conversation, "wait:0.5"))
-    await asyncio.sleep(0.05)
-    second = asyncio.create_task(send(user, turns_agent, conversation, "!echo later"))
-    await asyncio.sleep(0.1)
-    queued = await AgentRun.objects.filter(status=RunStatus.QUEUED).aget()
-    second.cancel()
-    await asyncio.gather(second, return_exceptions=True)
-    # As if its process had died: still queued, its lease run out.
-    await AgentRun.objects.filter(run_id=queued.run_id).aupdate(
-        status=RunStatus.QUEUED, cancel_requested_at=None, finished_at=None,
-        execution_owner_id="elsewhere:1:1:gone", lease_expires_at=queued.created_at)
+    first, queued = await queued_then_orphaned(user, turns_agent, conversation, "!echo later")
 
     assert await background.resume_orphaned_runs() == [queued.run_id]
     await first
