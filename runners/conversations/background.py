@@ -20,6 +20,7 @@ from runners.conversations import services as door
 from runners.conversations import targets
 from runners.conversations.exceptions import Refused
 from runners.models import AgentInstance
+from runners.plugins import command_registry
 from runners.protocol import ENQUEUE, AgentEventEnvelope
 from runners.runtime.host_process import host_process
 
@@ -105,12 +106,13 @@ def _prepared_again(run: AgentRun) -> door.PreparedRun:
     tree, node = targets.answering_node(agent, run.conversation_id)
     binding = targets.node_binding(agent, tree, node, run.conversation_id)
     envelope = AgentEventEnvelope.model_validate(event)
-    # Who sent it counts as it did at the door: the operator, or a user who is a superuser.
-    administrator = envelope.actor.actor_type != "user" or get_user_model().objects.filter(
-        pk=envelope.actor.actor_id, is_superuser=True).exists()
-    if command := targets.command_binding(agent, binding, envelope.event_type, event["input"],
-                                          administrator):
-        binding = command[0]
+    if command_registry.is_command_id(run.runner_id):
+        # Started for a command: that command runs (or the run fails, if it is gone), with
+        # the sender's privilege as it is now.
+        administrator = envelope.actor.actor_type != "user" or get_user_model().objects.filter(
+            pk=envelope.actor.actor_id, is_superuser=True).exists()
+        binding = targets.queued_command_binding(agent, binding, run.runner_id,
+                                                 administrator)[0]
     targets.require_runner(binding.runner_id)  # what it takes was checked when it came
     return door.PreparedRun(event=envelope, binding=binding,
                             run_id=run.run_id, agent=agent, agent_name=node.name,

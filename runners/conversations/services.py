@@ -66,7 +66,7 @@ from runners.execution.run import RunMessage
 from runners.models import AgentInstance, AgentType, Binding
 from runners.plugins import registry
 from runners.plugins.gateway import get_gateway
-from runners.protocol import MESSAGE_EVENT, AgentBinding, AgentEventEnvelope, new_run_id
+from runners.protocol import MESSAGE_EVENT, STEER, AgentBinding, AgentEventEnvelope, new_run_id
 from runners.webhooks import services as webhooks
 from runners.webhooks import worker as webhook_worker
 
@@ -187,7 +187,9 @@ def prepare_agent_run(caller: Caller, *, agent_id, project_id=None,
     if command := command_binding(agent, binding, event_type, event_input,
                                   caller.is_superuser):
         binding, descriptor = command
-        strategy = (multitask_strategy(agent.agent_type, descriptor, multitask)
+        # A command never joins a run: asked to steer, it takes its turn as its type says.
+        strategy = (multitask_strategy(agent.agent_type, descriptor,
+                                       None if multitask == STEER else multitask)
                     if ledger_conversation else None)
     actor = caller.actor
     event = AgentEventEnvelope(

@@ -5,6 +5,7 @@ Each check raises the door's refusal (`runners.conversations.exceptions`)."""
 import fnmatch
 import time
 
+from django.conf import settings
 from langbot_plugin.api.entities.builtin.runner.interaction import INTERACTION_SUBMITTED_EVENT
 
 from ledger.models import Conversation
@@ -68,13 +69,28 @@ def command_binding(agent: AgentInstance, binding: AgentBinding, event_type: str
                     event_input: dict | None, administrator: bool):
     """`(binding, descriptor)` of the plugin command a message invokes, if it does: it starts
     with the agent type's command prefix and the name of an available command of an enabled
-    plugin (LangBot's `!name sub args`). Else None: the agent's runner answers."""
+    plugin (LangBot's `!name sub args`). Else None: the agent's runner answers. Commands run
+    where the runtime is in this process: through runtime workers, every message reaches the
+    runner."""
     prefix = agent.agent_type.command_prefix
     invocation = (commands.parse((event_input or {}).get("text") or "", prefix)
-                  if event_type == MESSAGE_EVENT else None)
+                  if event_type == MESSAGE_EVENT and not settings.LANGHOST_RUNTIME_WORKER
+                  else None)
     command = command_registry.find_sync(invocation.name) if invocation else None
+    return _bound_to(command, prefix, binding, administrator) if command else None
+
+
+def queued_command_binding(agent: AgentInstance, binding: AgentBinding, runner_id: str,
+                           administrator: bool):
+    """`(binding, descriptor)` of the command a queued run was started for (`runner_id`);
+    `RunnerUnavailable` if it is gone meanwhile."""
+    command = command_registry.find_by_id_sync(runner_id)
     if command is None:
-        return None
+        raise RunnerUnavailable(f"Command '{runner_id}' is not available.")
+    return _bound_to(command, agent.agent_type.command_prefix, binding, administrator)
+
+
+def _bound_to(command, prefix: str, binding: AgentBinding, administrator: bool):
     config = {commands.PREFIX_KEY: prefix,
               commands.PRIVILEGE_KEY: (commands.ADMIN_PRIVILEGE if administrator
                                        else commands.USER_PRIVILEGE)}

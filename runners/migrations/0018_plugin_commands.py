@@ -29,7 +29,14 @@ class Migration(migrations.Migration):
                 'ordering': ['id'],
             },
         ),
+        # Types made before commands existed keep sending every message to their runner
+        # (no prefix); new types take LangBot's `!`.
         migrations.AddField(
+            model_name='agenttype',
+            name='command_prefix',
+            field=models.CharField(blank=True, default='', max_length=8),
+        ),
+        migrations.AlterField(
             model_name='agenttype',
             name='command_prefix',
             field=models.CharField(blank=True, default='!', help_text="A message starting with it and a plugin command's name (`!weather Paris`) runs that command instead of the runner, as in LangBot; empty: no commands.", max_length=8),

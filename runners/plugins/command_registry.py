@@ -86,9 +86,14 @@ def as_runner(command: CommandDescriptor) -> RunnerDescriptor:
         supported_event_patterns=[], raw_manifest=command.raw_manifest, available=True)
 
 
+def find_by_id_sync(command_id_: str) -> CommandDescriptor | None:
+    """The command of that id, if it is available and its plugin enabled."""
+    return _enabled(CommandDescriptor.objects.filter(pk=command_id_, available=True)).first()
+
+
 @sync_to_async
 def available_runner(runner_id: str) -> RunnerDescriptor | None:
-    command = _enabled(CommandDescriptor.objects.filter(pk=runner_id, available=True)).first()
+    command = find_by_id_sync(runner_id)
     return as_runner(command) if command else None
 
 

@@ -4,8 +4,9 @@ as the run's results.
 LangBot strips the prefix and splits the rest on spaces: `!weather now Paris` runs the
 `weather` command with `params` `["weather", "now", "Paris"]`, `crt_command` `weather` and
 `crt_params` `["now", "Paris"]`; the plugin's `Command` picks its subcommand (`now`) from
-those. Each `CommandReturn` the command yields is one reply of the run: its text, and its
-image or file as a link.
+those. Each `CommandReturn` the command yields is one reply of the run: its text, its image
+(a link, or the image itself, saved with the conversation's files as a runner's are) and its
+file as a link.
 """
 
 import time
@@ -27,7 +28,9 @@ class Invocation:
 
 
 def parse(text: str, prefix: str) -> Invocation | None:
-    """The command a message invokes, if it starts with `prefix` and a name."""
+    """The command a message invokes, if it starts with `prefix` and a name (the message
+    stripped first, as LangBot does)."""
+    text = text.strip()
     if not prefix or not text.startswith(prefix):
         return None
     params = text[len(prefix):].split(" ")
@@ -38,7 +41,7 @@ def parse(text: str, prefix: str) -> Invocation | None:
 
 def execute_context(context: dict) -> dict:
     """The SDK's `ExecuteContext` for a command run's context (LangBot's fields)."""
-    text = (context.get("input") or {}).get("text") or ""
+    text = ((context.get("input") or {}).get("text") or "").strip()
     config = context.get("config") or {}
     prefix = config.get(PREFIX_KEY) or ""
     invocation = parse(text, prefix)
@@ -61,9 +64,10 @@ def execute_context(context: dict) -> dict:
     }
 
 
-def reply_text(reply: dict) -> str:
-    """A `CommandReturn` as the text of one message: its text, its error, its image or
-    file as a link."""
+def reply_message(reply: dict) -> dict | None:
+    """A `CommandReturn` as one message: its text, its error, its image and file links, and
+    an image sent inline as a content element (saved with the conversation's files). None
+    when it says nothing."""
     lines = [reply.get("text") or ""]
     if reply.get("error"):
         lines.append(f"Error: {reply['error']}")
@@ -71,7 +75,12 @@ def reply_text(reply: dict) -> str:
         lines.append(reply["image_url"])
     if reply.get("file_url"):
         lines.append(f"{reply.get('file_name') or 'file'}: {reply['file_url']}")
-    return "\n".join(line for line in lines if line)
+    text = "\n".join(line for line in lines if line)
+    if not reply.get("image_base64"):
+        return {"role": "assistant", "content": text} if text else None
+    content = [{"type": "text", "text": text}] if text else []
+    content.append({"type": "image_base64", "image_base64": reply["image_base64"]})
+    return {"role": "assistant", "content": content}
 
 
 async def as_results(run_id: str, replies: AsyncIterator[dict]) -> AsyncIterator[dict]:
@@ -83,9 +92,8 @@ async def as_results(run_id: str, replies: AsyncIterator[dict]) -> AsyncIterator
                 "sequence": sequence, "timestamp": int(time.time())}
 
     async for reply in replies:
-        if text := reply_text(reply if isinstance(reply, dict) else {}):
+        if message := reply_message(reply if isinstance(reply, dict) else {}):
             sequence += 1
-            yield result("message.completed",
-                         {"message": {"role": "assistant", "content": text}, "file_ids": []})
+            yield result("message.completed", {"message": message, "file_ids": []})
     sequence += 1
     yield result("run.completed", {"finish_reason": "stop"})

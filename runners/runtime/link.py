@@ -422,17 +422,24 @@ class RuntimeLink:
         data = {} if include_plugins is None else {"include_plugins": include_plugins}
         return (await self._call(LangBotToRuntimeAction.LIST_TOOLS, data, 15.0))["tools"]
 
-    async def list_commands(self) -> list[dict[str, Any]]:
+    async def list_commands(self, include_plugins: list[str] | None = None) -> list[dict]:
         """Command component manifests (``owner`` is "author/name") of the registered plugins."""
-        return (await self._call(LangBotToRuntimeAction.LIST_COMMANDS, {}, 15.0))["commands"]
+        data = {} if include_plugins is None else {"include_plugins": include_plugins}
+        return (await self._call(LangBotToRuntimeAction.LIST_COMMANDS, data, 15.0))["commands"]
 
-    def execute_command(self, plugin_author: str, plugin_name: str, command_context: dict,
-                        item_timeout: float) -> AsyncIterator[dict[str, Any]]:
-        """Stream the command's replies (`CommandReturn` dicts). The runtime runs the first
-        command of that name among `include_plugins`: here, only the named plugin's."""
-        data = {"command_context": command_context,
-                "include_plugins": [f"{plugin_author}/{plugin_name}"]}
-        return self._stream(LangBotToRuntimeAction.EXECUTE_COMMAND, data, item_timeout)
+    async def execute_command(self, plugin_author: str, plugin_name: str, command_context: dict,
+                              item_timeout: float) -> AsyncIterator[dict[str, Any]]:
+        """Stream the command's replies (`CommandReturn` dicts). The runtime would answer
+        nothing for a plugin without the command loaded: asked first, that is `ToolNotFound`."""
+        plugin, name = f"{plugin_author}/{plugin_name}", command_context["command"]
+        if not any(command["manifest"]["metadata"]["name"] == name
+                   for command in await self.list_commands([plugin])):
+            raise ToolNotFound(f"plugin {plugin} has no command '{name}' loaded")
+        data = {"command_context": command_context, "include_plugins": [plugin]}
+        stream = self._stream(LangBotToRuntimeAction.EXECUTE_COMMAND, data, item_timeout)
+        async with contextlib.aclosing(stream):
+            async for reply in stream:
+                yield reply
 
     async def call_tool(
         self,

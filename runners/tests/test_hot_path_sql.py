@@ -50,6 +50,7 @@ def start_waits_for_results(monkeypatch):
     # descriptor the first run read is still cached when the second runs.
     monkeypatch.setattr(journal, "START_PATIENCE_SECONDS", scaled(5.0))
     monkeypatch.setattr(registry, "CACHE_SECONDS", scaled(60.0))
+    monkeypatch.setattr(registry, "_cache", {})
 
 
 async def test_an_echo_run_executes_the_pinned_statements():

@@ -52,7 +52,7 @@ async def test_a_command_answers_in_place_of_the_runner(commands_gateway, user, 
                                                         superuser_client, admin_browser):
     agent = await echo_agent(project)
 
-    said, replies = await say(user, agent, "!echo hi there")
+    said, replies = await say(user, agent, "  !echo hi there ")
     shouted, shouts = await say(user, agent, "!echo shout ahoy")
     asked, about = await say(user, agent, "!echo whoami")
 
@@ -72,6 +72,19 @@ async def test_a_command_answers_in_place_of_the_runner(commands_gateway, user, 
     page = await sync_to_async(admin_browser.get)(
         f"/admin/runners/commanddescriptor/{quote(ECHO_COMMAND)}/change/")
     assert page.status_code == 200 and b"Says its words back" in page.content
+
+
+async def test_a_superuser_is_an_administrator_and_an_image_is_saved_as_a_file(
+        commands_gateway, superuser, project):
+    agent = await echo_agent(project)
+
+    _, about = await say(superuser, agent, "!echo whoami")
+    _, (picture,) = await say(superuser, agent, "!echo picture")
+
+    assert about == ["privilege 2, params ['echo', 'whoami'], text 'echo whoami'"]
+    said, image = picture
+    assert said == {"type": "text", "text": "a dot"}
+    assert image["type"] == "file_url" and image["file_url"].endswith("?version=1")
 
 
 async def test_a_command_that_fails_fails_its_run_saying_why(commands_gateway, user, project):
@@ -117,3 +130,17 @@ async def test_a_queued_command_whose_process_went_away_runs_where_it_is_adopted
     replies = [row.content async for row in Transcript.objects.filter(
         conversation_id=conversation.conversation_id, role="assistant").order_by("id")]
     assert replies[-1] == "later"
+
+
+async def test_a_queued_command_gone_before_it_is_adopted_fails_saying_so(
+        commands_gateway, user, turns_agent):  # noqa: F811 (the fixture)
+    conversation = await new_conversation(user, turns_agent)
+    first, queued = await queued_then_orphaned(user, turns_agent, conversation, "!echo later")
+    await PluginInstallation.objects.filter(author="e2e", name="commands").aupdate(enabled=False)
+
+    assert await background.resume_orphaned_runs() == [queued.run_id]
+    await first
+
+    run = await AgentRun.objects.aget(run_id=queued.run_id)
+    assert run.status == "failed"
+    assert f"Command '{ECHO_COMMAND}' is not available" in run.status_reason

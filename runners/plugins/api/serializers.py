@@ -25,6 +25,8 @@ class PluginSerializer(serializers.ModelSerializer):
             available=True).order_by("id").values_list("id", flat=True))
 
     def get_commands(self, installation) -> list[str]:
+        if not installation.enabled:  # a disabled plugin's commands do not run
+            return []
         return list(CommandDescriptor.objects.filter(
             plugin_author=installation.author, plugin_name=installation.name,
             available=True).order_by("name").values_list("name", flat=True))
