@@ -5,7 +5,7 @@ import re
 import pytest
 
 from runners.tests.conftest import plugins_dir_with
-from runners.tests.langhost_process import fresh_data_dir, langhost_env, manage
+from runners.tests.langhost_process import fresh_data_dir, langhost_env, ledger_rows, manage
 
 pytestmark = pytest.mark.processes
 
@@ -57,16 +57,16 @@ conversations.create(project_id=str(project.pk), agent_id=str(agent.pk),
                      user_id=str(admin.pk), client_id="my-talk")
 """
 
-COUNT = """
-from ledger.models import Conversation, Transcript
-talk = Conversation.objects.get(client_id="my-talk")
-print(Transcript.objects.filter(conversation_id=talk.conversation_id).count())
-"""
+# The lines of the conversation its owner knows as "my-talk", read from the database itself.
+COUNT = ("SELECT count(*) FROM transcript JOIN conversation "
+         "ON transcript.conversation_id = conversation.conversation_id "
+         "WHERE conversation.client_id = 'my-talk'")
 
 
-@pytest.mark.slow("five `manage.py` commands, three of them starting the runtime")
+@pytest.mark.slow("four `manage.py` commands, three of them starting the runtime")
 def test_an_agent_is_named_by_its_name_and_a_conversation_by_the_id_its_owner_knows(tmp_path):
-    env = langhost_env(fresh_data_dir(tmp_path / "data"),
+    data_dir = fresh_data_dir(tmp_path / "data")
+    env = langhost_env(data_dir,
                        plugins_dir_with(tmp_path, "e2e__agent-runner-qa"),
                        LANGHOST_ADMIN_EMAIL="ops@example.com")
     assert manage("shell", "-c", SEED.replace("{runner}", ECHO), env=env).returncode == 0
@@ -78,7 +78,7 @@ def test_an_agent_is_named_by_its_name_and_a_conversation_by_the_id_its_owner_kn
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("e2e echo: hello\n")
     assert again.returncode == 0, again.stderr
-    assert manage("shell", "-c", COUNT, env=env).stdout.strip().splitlines()[-1] == "2"
+    assert ledger_rows(data_dir, COUNT) == [(2,)]
     unknown = manage("run_agent", "--agent", "Nobody", "hi", env=env)
     assert unknown.returncode == 1 and "no agent 'Nobody'" in unknown.stderr
 
