@@ -164,14 +164,24 @@ async def test_steer_for_a_runner_that_does_not_steer_is_refused_naming_the_fiel
     assert refused.value.field == "multitask_strategy"
 
 
+async def eventually(probe, what: str):
+    """What `probe()` finds, once it finds something (within a scaled deadline)."""
+    for _ in range(int(scaled(200))):
+        if (found := await probe()) is not None:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{what}: not within {scaled(10):.0f} s")
+
+
 async def queued_then_orphaned(user, agent, conversation, text: str):
     """`(first, queued)`: a first message's run going on (a task), and a second message's run
     queued behind it whose process went away (its lease run out)."""
-    first = asyncio.create_task(send(user, agent, conversation, "wait:0.5"))
-    await asyncio.sleep(0.05)
+    first = asyncio.create_task(send(user, agent, conversation, f"wait:{scaled(2.0)}"))
+    await eventually(AgentRun.objects.filter(status=RunStatus.RUNNING).afirst,
+                     "the first run running")
     second = asyncio.create_task(send(user, agent, conversation, text))
-    await asyncio.sleep(0.1)
-    queued = await AgentRun.objects.filter(status=RunStatus.QUEUED).aget()
+    queued = await eventually(AgentRun.objects.filter(status=RunStatus.QUEUED).afirst,
+                              "the second run queued")
     second.cancel()  # its waiter stops (and cancels it) ...
     await asyncio.gather(second, return_exceptions=True)
     # ... as if its process had died instead: still queued, its lease run out
