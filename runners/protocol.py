@@ -185,3 +185,11 @@ MULTITASK_STRATEGIES = (ENQUEUE, REJECT, INTERRUPT, STEER)
 
 def new_run_id() -> str:
     return str(uuid.uuid4())
+
+
+def runner_result(run_id: str, sequence: int, type_: str, data: dict,
+                  usage: dict | None = None) -> dict:
+    """One result as a runner sends it (the SDK's `RunnerResult`, as a dict), for the runners
+    that run in LangHost's process and the replies of plugin commands."""
+    return {"run_id": run_id, "type": type_, "data": data, "usage": usage,
+            "sequence": sequence, "timestamp": int(time.time())}

@@ -5,24 +5,20 @@ its only way to act on the run beyond its results.
 """
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from types import ModuleType
 
+from runners.protocol import runner_result
 from runners.runtime.run_handle import RunHandle
-
-
-def _result(context: dict, sequence: int, type_: str, data: dict) -> dict:
-    return {"run_id": context["run_id"], "type": type_, "data": data, "usage": None,
-            "sequence": sequence, "timestamp": int(time.time())}
 
 
 async def echo(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     """Answers `echo: <input text>`: the smallest complete run."""
     text = (context.get("input") or {}).get("text") or ""
     message = {"role": "assistant", "content": f"echo: {text}"}
-    yield _result(context, 1, "message.completed", {"message": message, "file_ids": []})
-    yield _result(context, 2, "run.completed", {"finish_reason": "stop"})
+    yield runner_result(context["run_id"], 1, "message.completed",
+                        {"message": message, "file_ids": []})
+    yield runner_result(context["run_id"], 2, "run.completed", {"finish_reason": "stop"})
 
 
 def _import_llm_agent() -> ModuleType:

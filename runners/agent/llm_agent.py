@@ -26,7 +26,6 @@ granted skills (`skill_tools.py`).
 
 import functools
 import json
-import time
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
@@ -55,6 +54,7 @@ from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
 )
 from runners.models import LLM_AGENT_RUNNER_ID
+from runners.protocol import runner_result
 from runners.providers import tokens
 from runners.providers.calls import CallInfo
 from runners.providers.errors import ProviderError
@@ -81,8 +81,7 @@ class _Results:
 
     def __call__(self, type_: str, data: dict, usage: dict | None = None) -> dict:
         self.sequence += 1
-        return {"run_id": self.run_id, "type": type_, "data": data, "usage": usage,
-                "sequence": self.sequence, "timestamp": int(time.time())}
+        return runner_result(self.run_id, self.sequence, type_, data, usage)
 
 
 def system_prompt(config: dict) -> str:

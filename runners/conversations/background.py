@@ -11,13 +11,13 @@ import asyncio
 import logging
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 
 from ledger.models import AgentRun, RunStatus
 from ledger.selectors import runs as run_selectors
 from ledger.services import runs as ledger
 from runners.conversations import services as door
 from runners.conversations import targets
+from runners.conversations.callers import is_superuser_now
 from runners.conversations.exceptions import Refused
 from runners.models import AgentInstance
 from runners.plugins import command_registry
@@ -109,10 +109,8 @@ def _prepared_again(run: AgentRun) -> door.PreparedRun:
     if command_registry.is_command_id(run.runner_id):
         # Started for a command: that command runs (or the run fails, if it is gone), with
         # the sender's privilege as it is now.
-        administrator = envelope.actor.actor_type != "user" or get_user_model().objects.filter(
-            pk=envelope.actor.actor_id, is_superuser=True).exists()
         binding = targets.queued_command_binding(agent, binding, run.runner_id,
-                                                 administrator)[0]
+                                                 is_superuser_now(envelope.actor))[0]
     targets.require_runner(binding.runner_id)  # what it takes was checked when it came
     return door.PreparedRun(event=envelope, binding=binding,
                             run_id=run.run_id, agent=agent, agent_name=node.name,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from rest_framework.throttling import UserRateThrottle
 
 from runners.conversations.exceptions import TooManyRuns
@@ -36,6 +37,13 @@ class Caller:
         name = (self.user.email if settings.LANGHOST_RUNNERS_SEE_EMAIL
                 else f"{self.user.first_name} {self.user.last_name}".strip() or None)
         return {"actor_type": "user", "actor_id": str(self.user.pk), "actor_name": name}
+
+
+def is_superuser_now(actor) -> bool:
+    """Whether the actor a run recorded (`protocol.Actor`) is trusted as a superuser now: the
+    operator, or a user who is one."""
+    return actor.actor_type != "user" or get_user_model().objects.filter(
+        pk=actor.actor_id, is_superuser=True).exists()
 
 
 def idempotency_key(caller: Caller, target: str, client_key: str | None) -> str | None:

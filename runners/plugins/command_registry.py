@@ -65,10 +65,8 @@ def mark_commands_unavailable_sync(plugins_elsewhere: Collection[str] = ()) -> i
 
 
 def _enabled(commands):
-    for author, name in PluginInstallation.objects.filter(enabled=False).values_list(
-            "author", "name"):
-        commands = commands.exclude(plugin_author=author, plugin_name=name)
-    return commands
+    return excluding_plugins(commands, [installation.plugin_id for installation in
+                                        PluginInstallation.objects.filter(enabled=False)])
 
 
 def find_sync(name: str) -> CommandDescriptor | None:

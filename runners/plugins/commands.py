@@ -9,9 +9,10 @@ those. Each `CommandReturn` the command yields is one reply of the run: its text
 file as a link.
 """
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+
+from runners.protocol import runner_result
 
 # Set in the run's config by the door (`runners.conversations.targets.command_binding`): the
 # agent type's prefix, and the sender's privilege as LangBot counts it (2 an administrator, 1
@@ -86,14 +87,9 @@ def reply_message(reply: dict) -> dict | None:
 async def as_results(run_id: str, replies: AsyncIterator[dict]) -> AsyncIterator[dict]:
     """The run's results: a message for each reply that says something, then the end."""
     sequence = 0
-
-    def result(type_: str, data: dict) -> dict:
-        return {"run_id": run_id, "type": type_, "data": data, "usage": None,
-                "sequence": sequence, "timestamp": int(time.time())}
-
     async for reply in replies:
         if message := reply_message(reply if isinstance(reply, dict) else {}):
             sequence += 1
-            yield result("message.completed", {"message": message, "file_ids": []})
-    sequence += 1
-    yield result("run.completed", {"finish_reason": "stop"})
+            yield runner_result(run_id, sequence, "message.completed",
+                                {"message": message, "file_ids": []})
+    yield runner_result(run_id, sequence + 1, "run.completed", {"finish_reason": "stop"})
