@@ -15,6 +15,7 @@ from django.db import connections
 from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from rest_framework.test import APIClient
 
+from runners.plugins import events
 from runners.runtime.sandbox import confinement
 from tests.timing import time_factor
 
@@ -50,6 +51,13 @@ def artifact_storage(settings, tmp_path):
                       "OPTIONS": {"location": str(tmp_path / "artifacts")}},
     }
     return tmp_path / "artifacts"
+
+
+@pytest.fixture(autouse=True)
+def no_listening_plugins_of_an_earlier_test():
+    """Which plugins listen to runs is cached for a moment; a test's database starts without
+    the plugins an earlier one discovered."""
+    events.forget_listening_plugins()
 
 
 @pytest.fixture

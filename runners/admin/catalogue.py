@@ -58,7 +58,7 @@ class AgentTypeForm(forms.ModelForm):
             "is_active",
             "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "command_prefix",
+            "save_input_blobs_as_artifacts", "command_prefix", "event_plugins",
         ]
 
     def __init__(self, *args, **kwargs):

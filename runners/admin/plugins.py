@@ -45,13 +45,14 @@ class PluginInstallationForm(forms.ModelForm):
 @admin.register(PluginInstallation)
 class PluginInstallationAdmin(admin.ModelAdmin):
     form = PluginInstallationForm
-    list_display = ["plugin_id", "version", "enabled", "status", "short_error", "updated_at"]
-    list_filter = ["enabled", "status"]
+    list_display = ["plugin_id", "version", "enabled", "status", "listens_to_events",
+                    "short_error", "updated_at"]
+    list_filter = ["enabled", "status", "listens_to_events"]
     search_fields = ["author", "name"]
     fields = ["author", "name", "version", "enabled", "priority", "config", "installation_uuid",
-              "status", "last_error", "created_at", "updated_at"]
-    readonly_fields = ["author", "name", "version", "installation_uuid", "status", "last_error",
-                       "created_at", "updated_at"]
+              "status", "listens_to_events", "last_error", "created_at", "updated_at"]
+    readonly_fields = ["author", "name", "version", "installation_uuid", "status",
+                       "listens_to_events", "last_error", "created_at", "updated_at"]
     actions = ["enable", "disable"]
     change_list_template = "admin/runners/plugininstallation/change_list.html"
 

@@ -2,8 +2,10 @@
 
 The system prompt is the type's personality prompt with its name, description and expertise;
 the conversation's transcript is the history, trimmed (oldest first) to the model's context
-window; `model_params` go to the provider as they are. The reply streams as `message.delta`
-results, then `message.completed` and `run.completed` with the run's token usage.
+window; plugins that listen to the run's events may change both first (LangBot's
+`PromptPreProcessing`); `model_params` go to the provider as they are. The reply streams as
+`message.delta` results, then `message.completed` and `run.completed` with the run's token
+usage.
 
 In an agent tree the model is offered `transfer_to_agent(agent_name)` with the targets the ADK
 rules allow (`transfer_targets`). A call hands the turn to that agent within the same run: it
@@ -167,6 +169,7 @@ class _AgentRun:
                              project_id=ids.get("project_id") or "",
                              caller=LLM_AGENT_RUNNER_ID, deadline=runtime.get("deadline_at"),
                              journal=handle.journal_model_call)
+        self.handle = handle
         self.conversation_id = (context.get("conversation") or {}).get("conversation_id")
         self.user_text = (context.get("input") or {}).get("text") or ""
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
@@ -175,6 +178,9 @@ class _AgentRun:
         self.known = 0  # how many of `history`'s messages are the transcript's
         self.found = ""  # what an automatic knowledge search found, for the system prompt
         self.turn: Turn | None = None
+        # The system messages of the agent whose prompt the run's event listeners changed.
+        self.listened_system: list[dict] | None = None
+        self.prompted: Turn | None = None
 
     async def offer_tools(self) -> None:
         """The granted tools, and the host's own the run may use (its knowledge, the
@@ -232,6 +238,10 @@ class _AgentRun:
         self.turn = await turn_for(self.context.get("config") or {})
         self.history = await _history(self.conversation_id, self.user_text, self.files,
                                       VISION in (self.turn.models[0].abilities or []))
+        persona = [{"role": "system", "content": system_prompt(self.turn.config)}]
+        system, self.history = await self.handle.prompt(persona, self.history)
+        if system != persona:
+            self.listened_system, self.prompted = system, self.turn
         self.known = len(self.history)
         if self.knowledge is not None and self.knowledge.automatic:
             async for item in _host_call(self.result, SEARCH_TOOL, AUTO_CALL_ID,
@@ -259,10 +269,13 @@ class _AgentRun:
         params = dict(turn.config.get("model_params") or {})
         window = turn.models[0].context_window
         reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
-        system = (system_prompt(turn.config) + self.found
-                  + (self.skills.instructions() if self.skills else ""))
-        messages = trimmed([{"role": "system", "content": system}], self.history, window,
-                           min(reserve, window // 2))
+        extra = self.found + (self.skills.instructions() if self.skills else "")
+        if self.listened_system is not None and turn is self.prompted:
+            system = [*self.listened_system,
+                      *([{"role": "system", "content": extra.strip()}] if extra else [])]
+        else:
+            system = [{"role": "system", "content": system_prompt(turn.config) + extra}]
+        messages = trimmed(system, self.history, window, min(reserve, window // 2))
         tools = [*self.offered, *([transfer_tool(turn.targets)] if turn.targets else [])]
         async for event in stream_with_fallback(turn.models, messages, tools=tools,
                                                 params=params, call=self.call):

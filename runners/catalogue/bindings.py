@@ -76,6 +76,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "box": agent_type.box_enabled,
         "box_network": agent_type.box_network,
         "skills": agent_type.skills,
+        "event_plugins": agent_type.event_plugins,
         "expertise": agent_type.expertise,
     }
 

@@ -186,6 +186,9 @@ class LocalRunHandle:
     def __init__(self, state: RunState):
         self._state = state
         self.run_id = state.run_id
+        # The plugins that listen to the run's events (`runners.execution.listeners`), once
+        # the orchestrator looked; None when none does.
+        self.listeners = None
 
     def _on_run_loop(self, act) -> bool:
         state = self._state
@@ -210,6 +213,12 @@ class LocalRunHandle:
 
     async def reply(self, message: dict) -> bool:
         return self._on_run_loop(lambda state: state.host_reply(message))
+
+    async def prompt(self, system: list[dict], history: list[dict]) -> tuple[list[dict],
+                                                                              list[dict]]:
+        if self.listeners is None:
+            return system, history
+        return await self.listeners.prompt(system, history)
 
     def journal_model_call(self, row: dict) -> bool:
         state = self._state

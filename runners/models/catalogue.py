@@ -120,6 +120,11 @@ class AgentType(models.Model):
         max_length=8, blank=True, default="!",
         help_text="A message starting with it and a plugin command's name (`!weather Paris`) "
                   "runs that command instead of the runner, as in LangBot; empty: no commands.")
+    event_plugins = models.JSONField(
+        null=True, blank=True, default=None,
+        help_text='The plugins ("author/name") whose event listeners see this agent\'s '
+                  "messages, prompts and replies, in this order; empty: none; unset: every "
+                  "enabled plugin that listens, by priority, as LangBot's pipeline does.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

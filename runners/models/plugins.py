@@ -67,6 +67,9 @@ class PluginInstallation(models.Model):
     installation_uuid = models.CharField(max_length=64, unique=True)
     status = models.CharField(max_length=32, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
+    # Whether it ships an `EventListener`, as the runtime last listed it: only such plugins
+    # are told of a run's events (`runners.execution.listeners`).
+    listens_to_events = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

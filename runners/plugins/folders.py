@@ -151,3 +151,19 @@ def _file_inside(folder: Path, relative: str) -> bytes:
 def _inside(folder: Path, path: Path) -> bool:
     """Whether `path`, its links followed, is in `folder`."""
     return path.resolve().is_relative_to(folder.resolve())
+
+
+def signature(plugins_dir: Path) -> tuple:
+    """What changes when a plugin folder is added, removed or edited (its manifest or entry)."""
+    if not plugins_dir.exists():
+        return ()
+    return tuple((path.name, *(_mtime(path / name) for name in ("manifest.yaml", "main.py")))
+                 for path in sorted(plugins_dir.iterdir())
+                 if path.is_dir() and not path.name.startswith((".", "_")))  # as `scan`
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None

@@ -22,7 +22,7 @@ from django.db import transaction
 
 from runners.hostapi.host import DjangoHost, installation_for_sync
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.plugins import command_registry, commands, folders, registry, tool_registry
+from runners.plugins import command_registry, commands, events, folders, registry, tool_registry
 from runners.plugins.requirements import install_requirements
 from runners.runtime import liveness
 from runners.runtime.host_process import host_process
@@ -300,10 +300,15 @@ class LocalGateway:
                     error = failures.get(installation.plugin_id) or (
                         "The runtime did not load this plugin; see the runtime log for its reason.")
                     failed.add(installation.plugin_id)
-                if (status, error) != (installation.status, installation.last_error):
+                listens = installation.listens_to_events if plugin is None else events.has_listener(plugin)
+                if (status, error, listens) != (installation.status, installation.last_error,
+                                                installation.listens_to_events):
                     installation.status, installation.last_error = status, error
-                    installation.save(update_fields=["status", "last_error", "updated_at"])
+                    installation.listens_to_events = listens
+                    installation.save(update_fields=["status", "last_error", "listens_to_events",
+                                                     "updated_at"])
         self._failed_plugins = failed
+        events.forget_listening_plugins()
 
     async def restart_runtime(self) -> None:
         """Stop the runtime and start it again: it loads the plugin folders as they are now."""
@@ -315,10 +320,10 @@ class LocalGateway:
         """A plugin folder added, removed, fixed or broken is loaded (or quarantined) by a
         fresh runtime, without restarting LangHost; not while runs are in flight, which the
         restart would end."""
-        seen = await asyncio.to_thread(_folders_signature, self.plugins_dir)
+        seen = await asyncio.to_thread(folders.signature, self.plugins_dir)
         while True:
             await asyncio.sleep(PLUGINS_WATCH_SECONDS)
-            now = await asyncio.to_thread(_folders_signature, self.plugins_dir)
+            now = await asyncio.to_thread(folders.signature, self.plugins_dir)
             if now != seen and not host_process().active_runs and self.link.mode == "stdio":
                 logger.info("plugin folders changed: restarting the runtime")
                 seen = now
@@ -389,6 +394,10 @@ class LocalGateway:
         return await self.link.call_tool(plugin_author, plugin_name, tool_name, parameters,
                                          timeout)
 
+    async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
+        await self._wait_settled()
+        return await self.link.emit_event(plugin, event_context, timeout)
+
     async def restart_plugin(self, author: str, name: str) -> None:
         # The relaunch and the rediscovery after it run in the background (kept, and stopped
         # with the gateway), so the admin that asked stays responsive.
@@ -406,22 +415,6 @@ class LocalGateway:
                 "instance_id": self.instance_id,
                 "plugins_dir": str(self.plugins_dir), "discovery_settled": self._settled.is_set(),
                 "pid_self": os.getpid()}
-
-
-def _folders_signature(plugins_dir: Path) -> tuple:
-    """What changes when a plugin folder is added, removed or edited (its manifest or entry)."""
-    if not plugins_dir.exists():
-        return ()
-    return tuple((path.name, *(_mtime(path / name) for name in ("manifest.yaml", "main.py")))
-                 for path in sorted(plugins_dir.iterdir())
-                 if path.is_dir() and not path.name.startswith((".", "_")))  # as `folders.scan`
-
-
-def _mtime(path: Path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None
 
 
 def require_runner_sync(runner_id: str) -> RunnerDescriptor:

@@ -20,7 +20,7 @@ from django.db import transaction
 
 from runners.hostapi.host import installation_for_sync
 from runners.models import PluginInstallation
-from runners.plugins import folders
+from runners.plugins import events, folders
 from runners.plugins.gateway import apply_plugin_settings, instance_id
 from runners.plugins.registry import disable_plugin_runners_sync
 
@@ -116,6 +116,7 @@ def set_enabled(installation: PluginInstallation, enabled: bool) -> None:
 def settings_changed(installation: PluginInstallation) -> None:
     """The installation's settings (enabled, config, priority) changed: the runtime restarts
     the plugin with them, in the background."""
+    events.forget_listening_plugins()
     if not installation.enabled:
         disable_plugin_runners_sync(installation.author, installation.name)
     apply_plugin_settings(installation.author, installation.name)

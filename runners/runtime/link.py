@@ -441,6 +441,14 @@ class RuntimeLink:
             async for reply in stream:
                 yield reply
 
+    async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
+        """The event context after `plugin`'s listeners saw it (the SDK's `EventContext`
+        dump), with `emitted` telling whether one of them handles the event."""
+        data = {"event_context": event_context, "include_plugins": [plugin]}
+        answer = await self._call(LangBotToRuntimeAction.EMIT_EVENT, data, timeout, cancel_peer=True)
+        return {"emitted": bool(answer.get("emitted_plugins")),
+                "event_context": answer["event_context"]}
+
     async def call_tool(
         self,
         plugin_author: str,
@@ -477,23 +485,14 @@ class RuntimeLink:
         stream = self._stream(LangBotToRuntimeAction.RESTART_PLUGIN, data, 45.0)
         return [item async for item in stream]
 
-    def run_runner(
-        self,
-        plugin_author: str,
-        plugin_name: str,
-        runner_name: str,
-        context: dict[str, Any],
-        item_timeout: float | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    def run_runner(self, plugin_author: str, plugin_name: str, runner_name: str,
+                   context: dict[str, Any], item_timeout: float | None = None,
+                   ) -> AsyncIterator[dict[str, Any]]:
         """Stream a run's result dicts. Close it early (``aclosing``) to cancel the run.
 
         Holds one of the 128 in-flight slots until closed or exhausted.
         """
-        data = {
-            "plugin_author": plugin_author,
-            "plugin_name": plugin_name,
-            "runner_name": runner_name,
-            "context": context,
-        }
+        data = {"plugin_author": plugin_author, "plugin_name": plugin_name,
+                "runner_name": runner_name, "context": context}
         timeout = item_timeout if item_timeout is not None else item_timeout_for(context)
         return self._stream(LangBotToRuntimeAction.RUN_RUNNER, data, timeout)

@@ -41,6 +41,11 @@ class Gateway(Protocol):
                         item_timeout: float) -> AsyncIterator[dict]:
         """A plugin command's run: its replies as the run's results."""
 
+    async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
+        """`{emitted, event_context}`: the LangBot event context after the listeners of
+        `plugin` ("author/name") saw it. Raises `RuntimeLinkError` when they failed, timed out
+        or cannot be reached."""
+
     async def status(self) -> dict:
         """The runtime link's mode, state, uptime and last error."""
 
@@ -93,6 +98,9 @@ class LoopBoundGateway:
 
     async def call_tool(self, *args, **kwargs):
         return await self._call(self.gateway.call_tool(*args, **kwargs))
+
+    async def emit_event(self, *args, **kwargs) -> dict:
+        return await self._call(self.gateway.emit_event(*args, **kwargs))
 
     def run_runner(self, descriptor: RunnerDescriptor, context: dict,
                    item_timeout: float) -> AsyncIterator[dict]:

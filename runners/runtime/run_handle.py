@@ -22,6 +22,11 @@ class RunHandle(Protocol):
         """Record `message` as a `message.completed` of the run (its transcript included) and
         deliver it to the run's caller. False when the run takes no more events."""
 
+    async def prompt(self, system: list[dict], history: list[dict]) -> tuple[list[dict],
+                                                                              list[dict]]:
+        """The built-in agent's system messages and conversation as the run's event listeners
+        leave them (LangBot's `PromptPreProcessing`), before its first model call."""
+
     def journal_model_call(self, row: dict) -> bool:
         """Write the `ModelCall` row with the run's own results, when the call was made where
         the run's journal is (the built-in agent's calls); False when the caller must write

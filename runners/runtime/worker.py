@@ -81,6 +81,12 @@ class ForwardedRunHandle:
     async def reply(self, message: dict) -> bool:
         return await self._forward({"action": "reply", "message": message})
 
+    async def prompt(self, system: list[dict], history: list[dict]) -> tuple[list[dict],
+                                                                              list[dict]]:
+        """The built-in agent asks its own run's handle, where the run executes; a plugin
+        runner's host actions never ask for a prompt: it is left as it is."""
+        return system, history
+
     def journal_model_call(self, row: dict) -> bool:
         return False  # the run's journal is in the other process: the call writes its row
 
@@ -358,6 +364,12 @@ class ChannelGateway:
         if "error" in reply:
             raise (ToolNotFound if reply.get("not_found") else RuntimeLinkError)(reply["error"])
         return reply["result"]
+
+    async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
+        """Event listeners are called where the runtime is in the serving process; through
+        runtime workers each call is recorded as refused and the run goes on."""
+        raise RuntimeLinkError("plugin event listeners are not called through runtime workers "
+                               "(LANGHOST_RUNTIME_WORKER)")
 
     async def execute_command(self, descriptor: RunnerDescriptor, context: dict,
                               item_timeout: float):

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from ledger.services import conversations
 from runners.execution import journal
 from runners.execution.orchestrator import Orchestrator
-from runners.plugins import registry
+from runners.plugins import events, registry
 from runners.plugins.gateway import get_gateway
 from tests import sql_statements as sql
 from tests.timing import scaled
@@ -51,6 +51,8 @@ def start_waits_for_results(monkeypatch):
     monkeypatch.setattr(journal, "START_PATIENCE_SECONDS", scaled(5.0))
     monkeypatch.setattr(registry, "CACHE_SECONDS", scaled(60.0))
     monkeypatch.setattr(registry, "_cache", {})
+    monkeypatch.setattr(events, "CACHE_SECONDS", scaled(60.0))
+    events.forget_listening_plugins()
 
 
 async def test_an_echo_run_executes_the_pinned_statements():

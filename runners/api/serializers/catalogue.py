@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from runners.catalogue import runner_config, services
 from runners.knowledge.models import KnowledgeBase
-from runners.models import AgentInstance, AgentType, LLMModel
+from runners.models import AgentInstance, AgentType, LLMModel, PluginInstallation
 from runners.plugins.registry import runner_availability
 from runners.providers.lookup import model_names, unknown_models
 from runners.skills.models import Skill
@@ -48,6 +48,12 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         child=serializers.UUIDField(), required=False, max_length=50,
         help_text="Ids of knowledge bases (`GET /projects/{id}/knowledge-bases`) its agents "
                   "search; an agent is granted only those of its own project.")
+    event_plugins = serializers.ListField(
+        child=serializers.CharField(max_length=257), required=False, allow_null=True,
+        max_length=50,
+        help_text='Plugins ("author/name", `GET /plugins`) whose event listeners see its '
+                  "agents' messages, prompts and replies, in this order; [] for none; null (the "
+                  "default) for every enabled plugin that listens, by priority.")
     runner_config = serializers.JSONField(
         required=False, validators=[limit_json_size],
         help_text="Values for the runner's own config fields (`GET /runners/{id}`: "
@@ -75,7 +81,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "multitask_strategy",
             "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "command_prefix", "runner_config",
+            "save_input_blobs_as_artifacts", "command_prefix", "event_plugins", "runner_config",
             "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
             "created_at", "updated_at",
@@ -131,6 +137,16 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             return webhooks.check_url(value) if value else ""
         except webhooks.WebhookError as exc:
             raise serializers.ValidationError(str(exc)) from None
+
+    def validate_event_plugins(self, value):
+        if value is None:
+            return None
+        names = list(dict.fromkeys(value))
+        known = {installation.plugin_id for installation in PluginInstallation.objects.all()}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise serializers.ValidationError(f"Unknown plugin(s): {', '.join(unknown)}.")
+        return names
 
     def validate_skills(self, value):
         names = list(dict.fromkeys(value))

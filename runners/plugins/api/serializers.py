@@ -16,7 +16,8 @@ class PluginSerializer(serializers.ModelSerializer):
     class Meta:
         model = PluginInstallation
         fields = ["id", "plugin_id", "author", "name", "version", "enabled", "status",
-                  "last_error", "runners", "commands", "created_at", "updated_at"]
+                  "last_error", "runners", "commands", "listens_to_events", "created_at",
+                  "updated_at"]
         read_only_fields = [name for name in fields if name != "enabled"]
 
     def get_runners(self, installation) -> list[str]:
