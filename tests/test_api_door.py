@@ -51,6 +51,7 @@ ROUTES_OUTSIDE_THE_SCHEMA = {
     "/api/docs/",  # Swagger UI
     "/api/auth/login/",  # the browsable API's session sign-in pages
     "/api/auth/logout/",
+    "/api/v1/plugins/_sdk/page-sdk.js",  # the SDK's script for plugin pages, the same for all
 }
 
 # A body every operation here takes as well formed (a message's text), so what answers is

@@ -9,6 +9,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from runners.admin.plugin_pages import PluginPagesAdmin
 from runners.admin.secret_fields import show_config_without_secrets
 from runners.catalogue import runner_config
 from runners.models import PluginInstallation
@@ -43,16 +44,18 @@ class PluginInstallationForm(forms.ModelForm):
 
 
 @admin.register(PluginInstallation)
-class PluginInstallationAdmin(admin.ModelAdmin):
+class PluginInstallationAdmin(PluginPagesAdmin):
     form = PluginInstallationForm
     list_display = ["plugin_id", "version", "enabled", "status", "listens_to_events",
                     "short_error", "updated_at"]
     list_filter = ["enabled", "status", "listens_to_events"]
     search_fields = ["author", "name"]
     fields = ["author", "name", "version", "enabled", "priority", "config", "installation_uuid",
-              "status", "listens_to_events", "last_error", "created_at", "updated_at"]
+              "status", "listens_to_events", "page_links", "last_error", "created_at",
+              "updated_at"]
     readonly_fields = ["author", "name", "version", "installation_uuid", "status",
-                       "listens_to_events", "last_error", "created_at", "updated_at"]
+                       "listens_to_events", "page_links", "last_error", "created_at",
+                       "updated_at"]
     actions = ["enable", "disable"]
     change_list_template = "admin/runners/plugininstallation/change_list.html"
 
@@ -61,7 +64,8 @@ class PluginInstallationAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         return [path("upload/", self.admin_site.admin_view(self.upload_view),
-                     name="runners_plugininstallation_upload"), *super().get_urls()]
+                     name="runners_plugininstallation_upload"), *self.page_urls(),
+                *super().get_urls()]
 
     def upload_view(self, request):
         if not request.user.is_superuser:

@@ -61,6 +61,7 @@ urlpatterns = [
                 {"get": "show", "post": "answer"}), name="conversation-interaction-answer"),
     path("runs/<str:run_id>/attachments/<str:token>", run_views.RunAttachmentView.as_view(),
          name="run-attachment"),
+    path("plugins/_sdk/page-sdk.js", plugin_views.page_script, name="plugin-page-script"),
     path("projects/<uuid:project_id>/webhook", webhook_views.ProjectWebhookView.as_view(),
          name="project-webhook"),
     path("projects/<uuid:project_id>/webhook/rotate-secret",

@@ -70,6 +70,8 @@ class PluginInstallation(models.Model):
     # Whether it ships an `EventListener`, as the runtime last listed it: only such plugins
     # are told of a run's events (`runners.execution.listeners`).
     listens_to_events = models.BooleanField(default=False, editable=False)
+    # Its `Page` components (`[{id, label, path}]`, `runners.plugins.pages`), as last listed.
+    pages = models.JSONField(default=list, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

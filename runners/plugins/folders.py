@@ -9,6 +9,7 @@ folder name, `<author>__<name>`.
 """
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,3 +168,15 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
+
+
+def link_into_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:
+    """The runtime loads every folder of `./data/plugins/` in its cwd: link exactly these."""
+    target = runtime_dir / "data" / "plugins"
+    if target.is_symlink():  # the whole plugins dir, as LangHost used to link it
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for folder in folders:
+        (target / folder.name).symlink_to(folder.resolve(), target_is_directory=True)

@@ -10,7 +10,6 @@ import asyncio
 import contextvars
 import logging
 import os
-import shutil
 import uuid
 from collections.abc import Collection
 from contextlib import aclosing
@@ -22,7 +21,15 @@ from django.db import transaction
 
 from runners.hostapi.host import DjangoHost, installation_for_sync
 from runners.models import PluginInstallation, RunnerDescriptor
-from runners.plugins import command_registry, commands, events, folders, registry, tool_registry
+from runners.plugins import (
+    command_registry,
+    commands,
+    events,
+    folders,
+    pages,
+    registry,
+    tool_registry,
+)
 from runners.plugins.requirements import install_requirements
 from runners.runtime import liveness
 from runners.runtime.host_process import host_process
@@ -41,6 +48,7 @@ PLUGINS_WATCH_SECONDS = 2.0
 # The runtime's last log lines on its status page: why it keeps failing to start, say.
 RUNTIME_LOG_LINES = 40
 TOOL_CALL_TIMEOUT_SECONDS = 180.0  # what the runtime itself allows a plugin's tool
+PAGE_CALL_TIMEOUT_SECONDS = 30.0  # what the SDK's page script waits for an answer
 # A plugin whose process died is relaunched by the runtime: a run for it waits this long at
 # most (within its own deadline) for it to come back, asking again this often.
 PLUGIN_RETURN_SECONDS = 30.0
@@ -60,18 +68,6 @@ def plugin_sandbox() -> Sandbox | None:
     LangHost's own ports (`LANGHOST_SANDBOX_CLOSED_PORTS`)."""
     return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, settings.LANGHOST_SANDBOX_CLOSED_PORTS,
                        settings.LANGHOST_SANDBOX_HIDDEN)
-
-
-def prepare_runtime_dir(runtime_dir: Path, folders: list[Path]) -> None:
-    """The runtime loads every folder of `./data/plugins/` in its cwd: link exactly these."""
-    target = runtime_dir / "data" / "plugins"
-    if target.is_symlink():  # the whole plugins dir, as LangHost used to link it
-        target.unlink()
-    elif target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for folder in folders:
-        (target / folder.name).symlink_to(folder.resolve(), target_is_directory=True)
 
 
 def sync_installations_sync(found: list[folders.PluginFolder],
@@ -179,7 +175,7 @@ class LocalGateway:
             await self._record_installations(found, errors)
         else:
             self._spawn(self._record_installations(found, errors))
-        await asyncio.to_thread(prepare_runtime_dir, self.runtime_dir,
+        await asyncio.to_thread(folders.link_into_runtime_dir, self.runtime_dir,
                                 [folder.path for folder in found
                                  if folder.plugin_id not in errors])
 
@@ -300,13 +296,14 @@ class LocalGateway:
                     error = failures.get(installation.plugin_id) or (
                         "The runtime did not load this plugin; see the runtime log for its reason.")
                     failed.add(installation.plugin_id)
-                listens = installation.listens_to_events if plugin is None else events.has_listener(plugin)
-                if (status, error, listens) != (installation.status, installation.last_error,
-                                                installation.listens_to_events):
-                    installation.status, installation.last_error = status, error
-                    installation.listens_to_events = listens
-                    installation.save(update_fields=["status", "last_error", "listens_to_events",
-                                                     "updated_at"])
+                fields = {"status": status, "last_error": error}
+                if plugin is not None:
+                    fields.update(listens_to_events=events.has_listener(plugin),
+                                  pages=pages.declared(plugin))
+                if any(getattr(installation, name) != value for name, value in fields.items()):
+                    for name, value in fields.items():
+                        setattr(installation, name, value)
+                    installation.save(update_fields=[*fields, "updated_at"])
         self._failed_plugins = failed
         events.forget_listening_plugins()
 
@@ -397,6 +394,16 @@ class LocalGateway:
     async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
         await self._wait_settled()
         return await self.link.emit_event(plugin, event_context, timeout)
+
+    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str,
+                       body) -> dict:
+        await self._wait_settled()
+        return await self.link.page_api(plugin, page_id, endpoint, method, body,
+                                        PAGE_CALL_TIMEOUT_SECONDS)
+
+    async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
+        await self._wait_settled()
+        return await self.link.plugin_file(plugin, path, PAGE_CALL_TIMEOUT_SECONDS)
 
     async def restart_plugin(self, author: str, name: str) -> None:
         # The relaunch and the rediscovery after it run in the background (kept, and stopped

@@ -77,25 +77,15 @@ class RuntimeLink:
     ``runtime_dir/data/plugins/<author>__<name>/``.
     """
 
-    def __init__(
-        self,
-        host: HostActions,
-        instance_id: str,
-        *,
-        runtime_dir: str | os.PathLike[str] | None = None,
-        url: str | None = None,
-        token: str | None = None,
-        transfer_dir: str | os.PathLike[str] | None = None,
-        worker_policy: dict[str, Any] | None = None,
-        ping_interval: float = 10.0,
-        ping_timeout: float = 5.0,
-        handshake_timeout: float = 30.0,
-        backoff_initial: float = 0.5,
-        backoff_max: float = 30.0,
-        on_state_change: StateCallback | None = None,
-        before_spawn: Callable[[], Awaitable[None]] | None = None,
-        sandbox: Sandbox | None = None,
-    ):
+    def __init__(self, host: HostActions, instance_id: str, *,
+                 runtime_dir: str | os.PathLike[str] | None = None, url: str | None = None,
+                 token: str | None = None, transfer_dir: str | os.PathLike[str] | None = None,
+                 worker_policy: dict[str, Any] | None = None, ping_interval: float = 10.0,
+                 ping_timeout: float = 5.0, handshake_timeout: float = 30.0,
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0,
+                 on_state_change: StateCallback | None = None,
+                 before_spawn: Callable[[], Awaitable[None]] | None = None,
+                 sandbox: Sandbox | None = None):
         if (runtime_dir is None) == (url is None):
             raise ValueError("give exactly one of runtime_dir (stdio) or url (ws)")
         self.host = host
@@ -104,9 +94,7 @@ class RuntimeLink:
         self.runtime_dir = None if runtime_dir is None else os.fspath(runtime_dir)
         self.url = url
         self.token = token
-        self.transfer_dir = (
-            os.fspath(transfer_dir) if transfer_dir else self._default_transfer_dir()
-        )
+        self.transfer_dir = os.fspath(transfer_dir) if transfer_dir else self._default_transfer_dir()
         self.worker_policy = worker_policy
         self.sandbox = sandbox
         self.ping_interval = ping_interval
@@ -180,17 +168,11 @@ class RuntimeLink:
 
     def status(self) -> dict[str, Any]:
         since = self.connected_since
-        return {
-            "mode": self.mode,
-            "state": self.state,
-            "state_reason": self.state_reason,
-            "connected_since": None if since is None else datetime.fromtimestamp(
-                since, UTC).isoformat(),
-            "uptime": None if since is None else time.time() - since,
-            "last_error": self.last_error,
-            "pid": self.pid,
-            "sessions": self.sessions,
-        }
+        return {"mode": self.mode, "state": self.state, "state_reason": self.state_reason,
+                "connected_since": None if since is None else datetime.fromtimestamp(
+                    since, UTC).isoformat(),
+                "uptime": None if since is None else time.time() - since,
+                "last_error": self.last_error, "pid": self.pid, "sessions": self.sessions}
 
     def _set_state(self, state: str, reason: str | None) -> None:
         """Record a transition; a new reason for the same state only refines it."""
@@ -449,14 +431,8 @@ class RuntimeLink:
         return {"emitted": bool(answer.get("emitted_plugins")),
                 "event_context": answer["event_context"]}
 
-    async def call_tool(
-        self,
-        plugin_author: str,
-        plugin_name: str,
-        tool_name: str,
-        parameters: dict[str, Any],
-        timeout: float,
-    ) -> Any:
+    async def call_tool(self, plugin_author: str, plugin_name: str, tool_name: str,
+                        parameters: dict[str, Any], timeout: float) -> Any:
         """The tool's response. Raises ``ToolNotFound``, or ``RuntimeLinkError`` with the
         tool's own error; past ``timeout`` (or when cancelled) the runtime is told to cancel.
         """
@@ -475,6 +451,28 @@ class RuntimeLink:
         }
         answer = await self._call(LangBotToRuntimeAction.CALL_TOOL, data, timeout, cancel_peer=True)
         return answer["tool_response"]
+
+    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str, body: Any,
+                       timeout: float) -> dict[str, Any]:
+        """`{data, error}`: what the plugin's `Page` component's `handle_api` answered."""
+        author, name = plugin.split("/", 1)
+        data = {"plugin_author": author, "plugin_name": name, "page_id": page_id,
+                "endpoint": endpoint, "method": method, "body": body}
+        return await self._call(LangBotToRuntimeAction.PAGE_API, data, timeout)
+
+    async def plugin_file(self, plugin: str, path: str, timeout: float) -> tuple[bytes, str] | None:
+        """A file of the plugin's `assets/` or `components/pages/` (what the SDK lets a host
+        show) and its media type; None when it has no such file there."""
+        author, name = plugin.split("/", 1)
+        data = {"plugin_author": author, "plugin_name": name, "file_path": path}
+        answer = await self._call(LangBotToRuntimeAction.GET_PLUGIN_ASSETS_FILE, data, timeout)
+        if not answer.get("file_file_key"):
+            return None
+        handler = self._ready_handler()
+        try:
+            return await handler.read_local_file(answer["file_file_key"]), answer["mime_type"]
+        finally:
+            await handler.delete_local_file(answer["file_file_key"])
 
     async def restart_plugin(self, plugin_author: str, plugin_name: str) -> list[dict[str, Any]]:
         """Relaunch one plugin (it asks get_plugin_settings again); returns the progress items.

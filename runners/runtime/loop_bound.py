@@ -46,6 +46,14 @@ class Gateway(Protocol):
         `plugin` ("author/name") saw it. Raises `RuntimeLinkError` when they failed, timed out
         or cannot be reached."""
 
+    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str,
+                       body) -> dict:
+        """`{data, error}`: what a plugin's `Page` component's `handle_api` answered."""
+
+    async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
+        """A file of a plugin's `assets/` or `components/pages/` and its media type; None
+        when it has none there."""
+
     async def status(self) -> dict:
         """The runtime link's mode, state, uptime and last error."""
 
@@ -101,6 +109,12 @@ class LoopBoundGateway:
 
     async def emit_event(self, *args, **kwargs) -> dict:
         return await self._call(self.gateway.emit_event(*args, **kwargs))
+
+    async def page_api(self, *args, **kwargs) -> dict:
+        return await self._call(self.gateway.page_api(*args, **kwargs))
+
+    async def plugin_file(self, *args, **kwargs) -> tuple[bytes, str] | None:
+        return await self._call(self.gateway.plugin_file(*args, **kwargs))
 
     def run_runner(self, descriptor: RunnerDescriptor, context: dict,
                    item_timeout: float) -> AsyncIterator[dict]:

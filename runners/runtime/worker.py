@@ -312,6 +312,10 @@ class RuntimeUnavailable(RuntimeLinkError):
     pass
 
 
+PAGES_NOT_HERE = ("plugin pages are served where the runtime is in the serving process, not "
+                  "through runtime workers (LANGHOST_RUNTIME_WORKER)")
+
+
 class ChannelGateway:
     """The runtime link as seen from a process that does not own it."""
 
@@ -364,6 +368,13 @@ class ChannelGateway:
         if "error" in reply:
             raise (ToolNotFound if reply.get("not_found") else RuntimeLinkError)(reply["error"])
         return reply["result"]
+
+    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str,
+                       body) -> dict:
+        raise RuntimeLinkError(PAGES_NOT_HERE)
+
+    async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
+        raise RuntimeLinkError(PAGES_NOT_HERE)
 
     async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
         """Event listeners are called where the runtime is in the serving process; through

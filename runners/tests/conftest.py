@@ -13,14 +13,18 @@ from runners.runtime.loop_bound import LoopBoundGateway
 from tests.timing import scaled
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "plugins"
+EXAMPLE_PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 
 def plugins_dir_with(tmp: Path, *names: str) -> Path:
-    """A plugins dir holding copies of the named fixture plugins."""
+    """A plugins dir holding copies of the named fixture plugins (or example plugins, those
+    `make run` serves)."""
     plugins = tmp / "plugins"
     plugins.mkdir(parents=True, exist_ok=True)
     for name in names:
-        shutil.copytree(FIXTURE_PLUGINS / name, plugins / name)
+        source = FIXTURE_PLUGINS / name
+        shutil.copytree(source if source.exists() else EXAMPLE_PLUGINS / name, plugins / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return plugins
 
 

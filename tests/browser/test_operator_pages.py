@@ -32,6 +32,32 @@ def test_the_root_url_reaches_the_admin_and_its_sidebar_has_playground_and_runti
                what="the playground")
 
 
+def test_a_plugins_page_opens_in_the_admin_sandboxed_and_asks_its_plugin(browser,
+                                                                           browser_server):
+    browser.get(f"{browser_server.url}/admin/runners/plugininstallation/?q=examples")
+    browser.find_element(By.LINK_TEXT, "langhost/examples").click()
+    browser.find_element(By.LINK_TEXT, "Status").click()
+    frame = wait_until(lambda: browser.find_elements(By.ID, "plugin-page"), what="the frame")[0]
+
+    browser.switch_to.frame(frame)
+    try:
+        answer = wait_until(lambda: "received" in browser.find_element(By.ID, "answer").text
+                            and browser.find_element(By.ID, "answer").text,
+                            what="the plugin's answer")
+        title = browser.find_element(By.TAG_NAME, "h1").text
+        # Its own origin: nothing of the admin page, nor its cookies, is within its reach.
+        reach = browser.execute_script(
+            "try { return window.parent.document.title; } catch (e) { return e.name; }")
+        cookies = browser.execute_script(
+            "try { return document.cookie; } catch (e) { return e.name; }")
+    finally:
+        browser.switch_to.default_content()
+
+    assert json.loads(answer) == {"method": "POST", "received": {"hello": "from the page"}}
+    assert title == "LangHost examples: status"  # its translations, read beside it
+    assert reach == "SecurityError" and cookies == "SecurityError"
+
+
 def test_the_conversation_page_shows_the_transcript_and_runs(browser, browser_server):
     agent = (f"/api/v1/projects/{browser_server.project_id}/agents/"
              f"{browser_server.agent_id}/conversations")

@@ -13,11 +13,15 @@ class PluginSerializer(serializers.ModelSerializer):
         help_text="The names of its commands: a message starting with an agent type's command "
                   "prefix and one of them runs it (`!name ...`).")
 
+    pages = serializers.JSONField(
+        read_only=True, help_text="Its pages (`[{id, label, path}]`), opened in the admin on its "
+                                  "installation by whoever may change it.")
+
     class Meta:
         model = PluginInstallation
         fields = ["id", "plugin_id", "author", "name", "version", "enabled", "status",
-                  "last_error", "runners", "commands", "listens_to_events", "created_at",
-                  "updated_at"]
+                  "last_error", "runners", "commands", "listens_to_events", "pages",
+                  "created_at", "updated_at"]
         read_only_fields = [name for name in fields if name != "enabled"]
 
     def get_runners(self, installation) -> list[str]:

@@ -3,6 +3,11 @@ upload (201, loaded by the runtime within seconds, without a restart), enable or
 (`PATCH {enabled}`) and delete it. An upload that is not an installable plugin is a 400 naming
 `file`, with the reason."""
 
+from pathlib import Path
+
+import langbot_plugin
+from django.http import FileResponse
+from django.views.decorators.http import require_GET
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -42,3 +47,15 @@ class PluginViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
 
     def perform_destroy(self, instance):
         install.delete_plugin(instance)
+
+
+PAGE_SCRIPT = Path(langbot_plugin.__file__).parent / "assets" / "langbot-page-sdk.js"
+
+
+@require_GET
+def page_script(request):
+    """The SDK's page script, which a plugin's page loads from this path, as from LangBot
+    (`runners.plugins.pages`). Public: it is the SDK's, the same for everyone."""
+    response = FileResponse(PAGE_SCRIPT.open("rb"), content_type="text/javascript")
+    response["Cache-Control"] = "public, max-age=3600"
+    return response
