@@ -144,6 +144,9 @@ class AgentBinding(BaseModel):
     state_policy: StatePolicy = Field(default_factory=StatePolicy)
     delivery_policy: DeliveryPolicy = Field(default_factory=DeliveryPolicy)
     resource_policy: ResourcePolicy = Field(default_factory=ResourcePolicy)
+    # The plugins whose event listeners hear the run ("author/name", in order): its agent
+    # type's `event_plugins`; None for every enabled plugin that listens, [] for none.
+    event_plugins: list[str] | None = None
 
     @field_validator("runner_config")
     @classmethod

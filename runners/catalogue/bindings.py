@@ -76,7 +76,6 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "box": agent_type.box_enabled,
         "box_network": agent_type.box_network,
         "skills": agent_type.skills,
-        "event_plugins": agent_type.event_plugins,
         "expertise": agent_type.expertise,
     }
 
@@ -89,6 +88,7 @@ def implied_agent_binding(agent: AgentInstance) -> AgentBinding:
         runner_id=agent.agent_type.runner_id,
         runner_config=agent_runner_config(agent.agent_type),
         state_policy={"state_scopes": ["conversation", "actor", "subject", "runner"]},
+        event_plugins=agent.agent_type.event_plugins,
     )
 
 
@@ -116,6 +116,8 @@ def resolve(*, agent: AgentInstance | None = None, conversation_id: str | None =
                 f"{candidates[0].binding_id} and {candidates[1].binding_id}; disable one.")
         if candidates:
             binding = to_protocol(candidates[0])
+            if agent is not None:  # which plugins hear its runs is the agent type's to say
+                binding.event_plugins = agent.agent_type.event_plugins
             break
     if binding is None:
         if agent is None:

@@ -14,7 +14,13 @@ from django.db import transaction
 from runners.box import services as box_services
 from runners.catalogue import runner_config
 from runners.catalogue.trees import validate_trees
-from runners.models import DEFAULT_RUNNER_ID, LLM_AGENT_RUNNER_ID, AgentType, SubAgent
+from runners.models import (
+    DEFAULT_RUNNER_ID,
+    LLM_AGENT_RUNNER_ID,
+    AgentType,
+    PluginInstallation,
+    SubAgent,
+)
 
 
 class CatalogueError(Exception):
@@ -65,9 +71,22 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
                 config, schema, instance.runner_config if instance is not None else None)
     if changes.get("box_enabled") and (why := box_services.why_no_box()):
         errors["box_enabled"] = [why]
+    if "event_plugins" in changes and (why := _event_plugins_problem(changes["event_plugins"])):
+        errors["event_plugins"] = [why]
     if errors:
         raise CatalogueError(errors)
     return changes
+
+
+def _event_plugins_problem(value) -> str | None:
+    """Why `event_plugins` cannot be stored: null, or a list of installed plugins' ids."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return 'A list of plugin ids ("author/name"), [] for none, or null for every plugin.'
+    known = {installation.plugin_id for installation in PluginInstallation.objects.all()}
+    unknown = [name for name in dict.fromkeys(value) if name not in known]
+    return f"Unknown plugin(s): {', '.join(unknown)}." if unknown else None
 
 
 @transaction.atomic

@@ -17,13 +17,19 @@ from contextlib import aclosing
 from runners.execution.run import RunState
 from runners.models import RunnerDescriptor
 from runners.plugins import events
+from runners.protocol import MESSAGE_EVENT
 from runners.runtime.errors import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
 
 EVENT_TYPE = "plugin.event"
 # What one plugin's listeners may take for one event (LangBot allows them as long as they take).
 LISTENER_TIMEOUT_SECONDS = 10.0
-EVENT_PLUGINS_KEY = "event_plugins"
+
+
+def _text(message: dict) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else "".join(
+        part.get("text") or "" for part in content or [] if isinstance(part, dict))
 
 
 class Listeners:
@@ -32,15 +38,21 @@ class Listeners:
         self.plugins = plugins
         self.state = state
         self.context = context
+        # The message as a listener rewrote it (`PersonNormalMessageReceived`), if one did.
+        self.rewritten: str | None = None
+        # Whether the run has replied (a message, heard or withheld): a `run.completed` then
+        # repeats a reply, not a new one.
+        self.replied = False
 
     @classmethod
     async def of_run(cls, gateway: Gateway, state: RunState, context: dict) -> "Listeners | None":
-        """The run's listeners; None when no plugin listens to it. A command's run has none:
-        LangBot tells listeners of commands by other events."""
-        if state.descriptor.source == RunnerDescriptor.Source.COMMAND:
+        """The run's listeners, those its binding names (`event_plugins`); None when no plugin
+        listens to it. A command's run has none: LangBot tells listeners of commands by other
+        events."""
+        named = state.binding.event_plugins
+        if state.descriptor.source == RunnerDescriptor.Source.COMMAND or named == []:
             return None
-        named = state.binding.runner_config.get(EVENT_PLUGINS_KEY)
-        plugins = await events.listening_plugins(named if isinstance(named, list) else None)
+        plugins = await events.listening_plugins(named)
         return cls(gateway, plugins, state, context) if plugins else None
 
     def _timeout(self) -> float:
@@ -49,7 +61,8 @@ class Listeners:
         return max(min(LISTENER_TIMEOUT_SECONDS, self.state.deadline - time.time()), 0.1)
 
     async def emit(self, event_context: dict) -> dict:
-        """The event context after every listening plugin saw it."""
+        """The event context after every listening plugin saw it (up to one that stopped the
+        rest, as the SDK's runtime does)."""
         name = event_context["event_name"]
         for plugin in self.plugins:
             record = {"event": name, "plugin": plugin}
@@ -65,7 +78,7 @@ class Listeners:
                                                    "error": error})
                 continue
             after = answer["event_context"]
-            if events.prevented(after):
+            if events.prevented(after) and not events.prevented(event_context):
                 outcome = "prevented"
             elif events.changed(event_context, after):
                 outcome = "changed"
@@ -73,33 +86,40 @@ class Listeners:
                 outcome = "handled" if answer["emitted"] else "ignored"
             self.state.host_event(EVENT_TYPE, {**record, "outcome": outcome})
             event_context = after
-            if events.stops_the_rest(after) or events.prevented(after):
+            if events.stops_the_rest(after):
                 break
         return event_context
 
-    async def received(self) -> tuple[bool, dict | None, str | None]:
-        """Before the runner: `(True, reply or None, None)` when a listener stopped it (and
-        answered, or not), else `(False, None, text)` with the message as a listener rewrote
-        it, if one did."""
+    async def received(self) -> tuple[bool, dict | None]:
+        """Before the runner, for a message: `(True, reply or None)` when a listener stopped
+        it (and answered, or not), else `(False, None)`; `rewritten` is the message as a
+        listener rewrote it, if one did."""
+        if self.state.event.event_type != MESSAGE_EVENT:
+            return False, None
         after = await self.emit(events.message_received(self.context))
         if events.prevented(after):
-            return True, events.reply_message(after), None
-        return False, None, events.altered_input(after)
+            return True, events.reply_message(after)
+        self.rewritten = events.altered_input(after)
+        return False, None
 
     async def responded(self, message: dict) -> dict | None:
         """The reply as the listeners leave it: replaced, or None when withheld."""
-        content = message.get("content")
-        text = content if isinstance(content, str) else "".join(
-            part.get("text") or "" for part in content or [] if isinstance(part, dict))
-        after = await self.emit(events.message_responded(self.context, text, []))
+        self.replied = True
+        after = await self.emit(events.message_responded(self.context, _text(message), []))
         if not events.prevented(after):
             return message
-        return events.reply_message(after)
+        heard = events.reply_message(after)
+        if heard is None:  # withheld: nor is what the runner streamed its reply
+            self.state.replied = True
+        return heard
 
     async def prompt(self, system: list[dict], history: list[dict]) -> tuple[list[dict],
                                                                               list[dict]]:
-        """The built-in agent's system messages and conversation as the listeners leave them
-        (as they were, unless one changed them)."""
+        """The built-in agent's system messages and conversation (its newest message the
+        user's) as the listeners leave them: the message as one rewrote it, then
+        `PromptPreProcessing`."""
+        if self.rewritten is not None and history and history[-1].get("role") == "user":
+            history = [*history[:-1], {**history[-1], "content": self.rewritten}]
         sent = events.prompt_preprocessing(self.context, system, history)
         after = await self.emit(sent)
         if not events.changed(sent, after):
@@ -107,17 +127,30 @@ class Listeners:
         return events.prompt_messages(after)
 
     async def replies_heard(self, results: AsyncIterator[dict]) -> AsyncIterator[dict]:
-        """The runner's results, each reply (a `message.completed`, or the message a
-        `run.completed` carries) as the listeners leave it: a withheld one is left out."""
+        """The runner's results, each reply as the listeners leave it (a withheld one left
+        out): a `message.completed`, or the run's end when it is the reply (its message, or
+        the text the runner streamed)."""
+        streamed = ""
         async with aclosing(results):
             async for result in results:
+                type_ = result.get("type") if isinstance(result, dict) else None
                 data = result.get("data") if isinstance(result, dict) else None
-                message = data.get("message") if isinstance(data, dict) else None
-                if result.get("type") in ("message.completed", "run.completed") and isinstance(
-                        message, dict) and message.get("role", "assistant") == "assistant":
+                if not isinstance(data, dict):
+                    yield result
+                    continue
+                message = data.get("message")
+                if type_ == "message.delta" and isinstance(data.get("chunk"), dict):
+                    streamed += data["chunk"].get("content") or ""
+                elif type_ == "message.completed" and isinstance(message, dict):
                     heard = await self.responded(message)
-                    if heard is None and result["type"] == "message.completed":
+                    if heard is None:
                         continue
-                    data = {key: value for key, value in data.items() if key != "message"}
-                    result = {**result, "data": {**data, **({"message": heard} if heard else {})}}
+                    result = {**result, "data": {**data, "message": heard}}
+                elif type_ == "run.completed" and not self.replied and (
+                        isinstance(message, dict) or streamed):
+                    reply = message if isinstance(message, dict) else {
+                        "role": "assistant", "content": streamed}
+                    heard = await self.responded(reply)
+                    ended = {key: value for key, value in data.items() if key != "message"}
+                    result = {**result, "data": {**ended, **({"message": heard} if heard else {})}}
                 yield result

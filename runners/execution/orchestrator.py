@@ -305,7 +305,7 @@ class Orchestrator:
         """The runner's results, its listeners told of the message first (they may answer in
         the runner's place, or change what it reads) and of each reply."""
         listeners = handle.listeners
-        stopped, reply, text = await listeners.received()
+        stopped, reply = await listeners.received()
         if stopped:
             if reply is not None:
                 yield runner_result(state.run_id, 1, "message.completed",
@@ -313,8 +313,8 @@ class Orchestrator:
             yield runner_result(state.run_id, 2 if reply else 1, "run.completed",
                                 {"finish_reason": "stop"})
             return
-        if text is not None:
-            payload = {**payload, "input": {**payload["input"], "text": text}}
+        if listeners.rewritten is not None:
+            payload = {**payload, "input": {**payload["input"], "text": listeners.rewritten}}
         async with aclosing(listeners.replies_heard(
                 self._invoke(state, payload, handle))) as results:
             async for result in results:

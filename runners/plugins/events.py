@@ -32,28 +32,32 @@ from runners.models import PluginInstallation
 # settings in this process forget it; other processes' changes show within the TTL).
 CACHE_SECONDS = 2.0
 _listening: tuple[float, list[str]] | None = None
+# Bumped by every forget: a read that began before one does not store what it read.
+_generation = 0
 
 
 def forget_listening_plugins() -> None:
-    global _listening
-    _listening = None
+    global _listening, _generation
+    _listening, _generation = None, _generation + 1
 
 
-def _read_listening_sync() -> tuple[float, list[str]]:
+def _read_listening_sync(generation: int) -> tuple[float, list[str]]:
     global _listening
-    _listening = (time.monotonic() + CACHE_SECONDS, [
+    read = (time.monotonic() + CACHE_SECONDS, [
         installation.plugin_id for installation in PluginInstallation.objects.filter(
             enabled=True, listens_to_events=True).order_by("-priority", "author", "name")])
-    return _listening
+    if generation == _generation:
+        _listening = read
+    return read
 
 
 async def listening_plugins(named: list[str] | None) -> list[str]:
-    """The enabled plugins with an event listener that see an agent's events, in the order
+    """The enabled plugins with an event listener that hear an agent's events, in the order
     they are told: those `named` (an agent type's `event_plugins`) in that order, or, when it
     names none, all of them, the highest priority first."""
     cached = _listening
     if cached is None or cached[0] <= time.monotonic():  # a thread only when it is stale
-        cached = await sync_to_async(_read_listening_sync)()
+        cached = await sync_to_async(_read_listening_sync)(_generation)
     listening = cached[1]
     return list(listening) if named is None else [name for name in named if name in listening]
 

@@ -34,7 +34,7 @@ from runners.plugins.requirements import install_requirements
 from runners.runtime import liveness
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLink
-from runners.runtime.loop_bound import Gateway, submit
+from runners.runtime.loop_bound import PAGE_CALL_TIMEOUT_SECONDS, Gateway, submit
 from runners.runtime.sandbox import Sandbox, sandbox_for
 from runners.runtime.worker import ChannelGateway
 
@@ -48,7 +48,6 @@ PLUGINS_WATCH_SECONDS = 2.0
 # The runtime's last log lines on its status page: why it keeps failing to start, say.
 RUNTIME_LOG_LINES = 40
 TOOL_CALL_TIMEOUT_SECONDS = 180.0  # what the runtime itself allows a plugin's tool
-PAGE_CALL_TIMEOUT_SECONDS = 30.0  # what the SDK's page script waits for an answer
 # A plugin whose process died is relaunched by the runtime: a run for it waits this long at
 # most (within its own deadline) for it to come back, asking again this often.
 PLUGIN_RETURN_SECONDS = 30.0

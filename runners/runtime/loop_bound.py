@@ -16,6 +16,9 @@ from typing import Protocol, runtime_checkable
 
 from runners.models import RunnerDescriptor
 
+# What the SDK's page script waits for its plugin's answer.
+PAGE_CALL_TIMEOUT_SECONDS = 30.0
+
 
 @runtime_checkable
 class Gateway(Protocol):

@@ -45,6 +45,7 @@ from runners.observability import metrics, tracing
 from runners.runtime import liveness
 from runners.runtime.errors import RuntimeLinkError, ToolNotFound
 from runners.runtime.host_process import host_process
+from runners.runtime.loop_bound import PAGE_CALL_TIMEOUT_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -155,13 +156,42 @@ class RuntimeWorkerConsumer(AsyncConsumer):
     async def plugin_restart(self, message):
         await self.gateway.restart_plugin(message["author"], message["name"])
 
+    async def _passed_on(self, message, plugin_id: str) -> bool:
+        """Whether the message went to another worker, whose runtime has the plugin."""
+        if plugin_id in self.gateway.plugin_ids:
+            return False
+        other = await _worker_listing("plugin_ids", plugin_id, self.own_channel)
+        if other is not None:
+            await self.channel_layer.send(other, message)
+        return other is not None
+
+    async def _answer(self, message, asked) -> None:
+        try:
+            reply = {"result": await asked}
+        except Exception as exc:
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        await self.channel_layer.send(message["reply_channel"], {"type": "runtime.reply", **reply})
+
+    async def event_emit(self, message):
+        if not await self._passed_on(message, message["plugin"]):
+            await self._answer(message, self.gateway.emit_event(
+                message["plugin"], message["event_context"], message["timeout"]))
+
+    async def page_api(self, message):
+        if not await self._passed_on(message, message["plugin"]):
+            await self._answer(message, self.gateway.page_api(
+                message["plugin"], message["page_id"], message["endpoint"], message["method"],
+                message["body"]))
+
+    async def page_file(self, message):
+        if not await self._passed_on(message, message["plugin"]):
+            await self._answer(message, self.gateway.plugin_file(message["plugin"],
+                                                                 message["path"]))
+
     async def tool_call(self, message):
         plugin_id = f"{message['plugin_author']}/{message['plugin_name']}"
-        if plugin_id not in self.gateway.plugin_ids:
-            other = await _worker_listing("plugin_ids", plugin_id, self.own_channel)
-            if other is not None:  # a worker whose runtime has the plugin answers instead
-                await self.channel_layer.send(other, message)
-                return
+        if await self._passed_on(message, plugin_id):
+            return
         try:
             reply = {"result": await self.gateway.call_tool(
                 message["plugin_author"], message["plugin_name"], message["tool_name"],
@@ -312,10 +342,6 @@ class RuntimeUnavailable(RuntimeLinkError):
     pass
 
 
-PAGES_NOT_HERE = ("plugin pages are served where the runtime is in the serving process, not "
-                  "through runtime workers (LANGHOST_RUNTIME_WORKER)")
-
-
 class ChannelGateway:
     """The runtime link as seen from a process that does not own it."""
 
@@ -369,18 +395,26 @@ class ChannelGateway:
             raise (ToolNotFound if reply.get("not_found") else RuntimeLinkError)(reply["error"])
         return reply["result"]
 
-    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str,
-                       body) -> dict:
-        raise RuntimeLinkError(PAGES_NOT_HERE)
-
-    async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
-        raise RuntimeLinkError(PAGES_NOT_HERE)
+    async def _ask(self, message: dict, timeout: float):
+        reply = await self._request(message, timeout + REPLY_TIMEOUT_SECONDS)
+        if "error" in reply:
+            raise RuntimeLinkError(reply["error"])
+        return reply["result"]
 
     async def emit_event(self, plugin: str, event_context: dict, timeout: float) -> dict:
-        """Event listeners are called where the runtime is in the serving process; through
-        runtime workers each call is recorded as refused and the run goes on."""
-        raise RuntimeLinkError("plugin event listeners are not called through runtime workers "
-                               "(LANGHOST_RUNTIME_WORKER)")
+        return await self._ask({"type": "event.emit", "plugin": plugin,
+                                "event_context": event_context, "timeout": timeout}, timeout)
+
+    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str,
+                       body) -> dict:
+        return await self._ask({"type": "page.api", "plugin": plugin, "page_id": page_id,
+                                "endpoint": endpoint, "method": method, "body": body},
+                               PAGE_CALL_TIMEOUT_SECONDS)
+
+    async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
+        found = await self._ask({"type": "page.file", "plugin": plugin, "path": path},
+                                PAGE_CALL_TIMEOUT_SECONDS)
+        return (found[0], found[1]) if found else None
 
     async def execute_command(self, descriptor: RunnerDescriptor, context: dict,
                               item_timeout: float):

@@ -4,15 +4,27 @@ built-in agent's prompt (it may change it) and each reply (it may replace or wit
 Each call is recorded on the run; a listener that fails or stalls is recorded and the run
 goes on. Real runtime, fixture plugin `e2e__listeners`."""
 
+import asyncio
+import contextlib
+
 import pytest
 import pytest_asyncio
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 
 from ledger.models import Transcript
 from ledger.selectors import runs as readers
 from runners.conversations.input import Part
 from runners.execution import listeners
-from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType, PluginInstallation
+from runners.models import (
+    LLM_AGENT_RUNNER_ID,
+    AgentInstance,
+    AgentType,
+    Binding,
+    PluginInstallation,
+)
+from runners.plugins import events
+from runners.runtime.worker import ChannelGateway, RuntimeWorkerConsumer, serve
 from runners.tests.conversation_fixtures import through_the_door
 from runners.tests.providers.conftest import make_model  # noqa: F401 (a fixture)
 from tests.fake_providers import Reply, openai_server  # noqa: F401 (a fixture)
@@ -118,25 +130,38 @@ async def test_an_agent_type_chooses_which_plugins_listen(listeners_gateway, use
         format="json")
     assert answer.status_code == 400
     assert "nobody/here" in answer.json()["errors"]["event_plugins"][0]
+    # A binding of its own for the agent leaves the choice to its type.
+    await Binding.objects.acreate(binding_id="deaf-echo", scope_type="agent",
+                                  scope_id=str(deaf.pk), runner_id="builtin:echo")
+    _, bound = await say(user, deaf, "intercept this")
+    assert bound == ["echo: intercept this"]
     answer = await sync_to_async(superuser_client.patch)(
         f"/api/v1/agent-types/{deaf.agent_type_id}", {"event_plugins": [PLUGIN]}, format="json")
     assert answer.status_code == 200 and answer.json()["event_plugins"] == [PLUGIN]
     _, replies = await say(user, deaf, "intercept that")
     assert replies == ["intercepted: intercept that"]
+    answer = await sync_to_async(superuser_client.patch)(
+        f"/api/v1/agent-types/{deaf.agent_type_id}", {"event_plugins": None}, format="json")
+    assert answer.status_code == 200 and answer.json()["event_plugins"] is None
 
 
-async def test_a_listener_changes_the_built_in_agents_prompt(
-        listeners_gateway, user, project, make_model, openai_server):  # noqa: F811 (fixtures)
+@pytest.fixture
+async def talker(project, make_model, openai_server):  # noqa: F811 (fixtures)
+    """An agent of the built-in LLM agent, its model scripted; its replies stream."""
     await sync_to_async(make_model)(openai_server, "listened-model")
     agent_type = await AgentType.objects.acreate(
         name="Talker", slug="talker", runner_id=LLM_AGENT_RUNNER_ID,
         primary_model="listened-model", personality_prompt="You are terse.")
-    agent = await AgentInstance.objects.acreate(name="Talk", project=project,
-                                                agent_type=agent_type)
-    openai_server.script(Reply(text="Hello there."), Reply(text="That is forbidden."))
+    return await AgentInstance.objects.acreate(name="Talk", project=project,
+                                               agent_type=agent_type)
 
-    greeted, greeting = await say(user, agent, "hi")
-    _, refused = await say(user, agent, "tell me")
+
+async def test_a_listener_changes_the_built_in_agents_prompt_and_message(
+        listeners_gateway, user, talker, openai_server):  # noqa: F811 (fixtures)
+    openai_server.script(Reply(text="Hello there."), Reply(text="Fine."))
+
+    greeted, greeting = await say(user, talker, "hi")
+    await say(user, talker, "rewrite quietly")
 
     sent = openai_server.calls()[0].body["messages"]
     assert sent[0] == {"role": "system", "content": PREFIX}
@@ -144,4 +169,47 @@ async def test_a_listener_changes_the_built_in_agents_prompt(
     assert sent[-1] == {"role": "user", "content": "hi"}
     assert greeting == ["Hello there."]
     assert ("PromptPreProcessing", "changed") in await heard(greeted["run_id"])
-    assert refused == ["[a reply was replaced by a listener]"]
+    assert openai_server.calls()[1].body["messages"][-1] == {"role": "user",
+                                                             "content": "QUIETLY"}
+
+
+async def test_a_streamed_reply_is_replaced_or_withheld_whole(
+        listeners_gateway, user, talker, openai_server):  # noqa: F811 (fixtures)
+    openai_server.script(Reply(text="That is forbidden."), Reply(text="Here is a secret."))
+
+    replaced, said = await say(user, talker, "tell me")
+    withheld, nothing = await say(user, talker, "and now")
+
+    assert said == ["[a reply was replaced by a listener]"]
+    assert (withheld["status"], nothing) == ("completed", [])
+    transcript = [row.content async for row in Transcript.objects.filter(
+        run_id__in=[replaced["run_id"], withheld["run_id"]], role="assistant")]
+    assert transcript == ["[a reply was replaced by a listener]"]
+
+
+async def test_listeners_and_pages_answer_through_a_runtime_worker(own_gateway, monkeypatch):
+    gateway = await own_gateway("e2e__listeners", "langhost__examples")
+    await gateway.discover(scaled(30))
+    # The worker's consumer answers on the default layer, and serving sets its class: what a
+    # session's worker of another test had is put back afterwards.
+    for name in ("gateway", "own_channel"):
+        monkeypatch.setattr(RuntimeWorkerConsumer, name, getattr(RuntimeWorkerConsumer, name))
+    layer = get_channel_layer()
+    worker = asyncio.ensure_future(serve(gateway, layer))
+    try:
+        remote = ChannelGateway(layer)
+        context = events.message_received({"run_id": "r-1", "input": {"text": "intercept"}})
+        heard_there = await remote.emit_event(PLUGIN, context, scaled(10))
+        answered = await remote.page_api("langhost/examples", "status", "/echo", "GET", [1])
+        html = await remote.plugin_file("langhost/examples",
+                                        "components/pages/status/status.html")
+        missing = await remote.plugin_file("langhost/examples", "main.py")
+    finally:
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+    assert events.prevented(heard_there["event_context"])
+    assert answered == {"data": {"method": "GET", "received": [1]}, "error": None}
+    assert b"page-sdk.js" in html[0] and html[1] == "text/html"
+    assert missing is None

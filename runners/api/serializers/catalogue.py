@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from runners.catalogue import runner_config, services
 from runners.knowledge.models import KnowledgeBase
-from runners.models import AgentInstance, AgentType, LLMModel, PluginInstallation
+from runners.models import AgentInstance, AgentType, LLMModel
 from runners.plugins.registry import runner_availability
 from runners.providers.lookup import model_names, unknown_models
 from runners.skills.models import Skill
@@ -137,16 +137,6 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             return webhooks.check_url(value) if value else ""
         except webhooks.WebhookError as exc:
             raise serializers.ValidationError(str(exc)) from None
-
-    def validate_event_plugins(self, value):
-        if value is None:
-            return None
-        names = list(dict.fromkeys(value))
-        known = {installation.plugin_id for installation in PluginInstallation.objects.all()}
-        unknown = [name for name in names if name not in known]
-        if unknown:
-            raise serializers.ValidationError(f"Unknown plugin(s): {', '.join(unknown)}.")
-        return names
 
     def validate_skills(self, value):
         names = list(dict.fromkeys(value))
