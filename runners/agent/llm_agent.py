@@ -49,12 +49,13 @@ from runners.agent.knowledge_search import (
     KnowledgeSearch,
     SearchError,
 )
-from runners.agent.skill_tools import ACTIVATE_TOOL, Skills
+from runners.agent.skill_tools import Skills
 from runners.agent.turns import Turn, handed_over, transfer_target, transfer_tool, turn_for
 from runners.box import tools as box_tools
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
 )
+from runners.grants.tools import ACTIVATE_SKILL
 from runners.models import LLM_AGENT_RUNNER_ID
 from runners.protocol import runner_result
 from runners.providers import tokens
@@ -202,7 +203,7 @@ class _AgentRun:
             self.offered += [tool for tool in box_tools.DEFINITIONS
                              if tool["name"] not in self.granted]
         self.skills = await Skills.for_run(context, self.workspace)
-        if self.skills is not None and ACTIVATE_TOOL not in self.granted:
+        if self.skills is not None and ACTIVATE_SKILL not in self.granted:
             self.offered.append(self.skills.tool())
 
     def _answering(self, name: str, call_id: str, entry: dict, refused: set):
@@ -217,7 +218,7 @@ class _AgentRun:
             return _host_call(result, name, call_id, args,
                               functools.partial(box_tools.call, self.workspace, name),
                               box_tools.FAILURES)
-        if name == ACTIVATE_TOOL and self.skills is not None:
+        if name == ACTIVATE_SKILL and self.skills is not None:
             return _host_call(result, name, call_id, args, self.skills.activate,
                               skill_tools.FAILURES)
         return _tool_call(result, self.granted, call_id, entry, self.call.deadline)

@@ -11,10 +11,10 @@ seed 002's orchestrator restores them.
 from asgiref.sync import sync_to_async
 
 from runners.box import services as box_services
+from runners.grants.tools import ACTIVATE_SKILL
 from runners.skills import services as skill_services
 from runners.skills.models import Skill
 
-ACTIVATE_TOOL = "activate_skill"
 STATE_KEY = "host.activated_skills"
 STATE_SCOPE = "conversation"
 
@@ -32,19 +32,24 @@ class Skills:
         self.changed = False
 
     @classmethod
-    async def for_run(cls, context: dict,
-                      workspace: box_services.Workspace | None) -> "Skills | None":
-        names = [grant["skill_name"] for grant in
-                 (context.get("resources") or {}).get("skills") or []]
+    async def of(cls, grants: list[dict], kept,
+                 workspace: box_services.Workspace | None) -> "Skills | None":
+        """The run's skills (`resources.skills`), those `kept` active by its conversation."""
+        names = [grant["skill_name"] for grant in grants or []]
         if not names:
             return None
         granted = {skill.name: skill async for skill in Skill.objects.filter(name__in=names)}
-        kept = ((context.get("state") or {}).get(STATE_SCOPE) or {}).get(STATE_KEY)
         return cls(granted, kept if isinstance(kept, list) else [], workspace)
+
+    @classmethod
+    async def for_run(cls, context: dict,
+                      workspace: box_services.Workspace | None) -> "Skills | None":
+        kept = ((context.get("state") or {}).get(STATE_SCOPE) or {}).get(STATE_KEY)
+        return await cls.of((context.get("resources") or {}).get("skills"), kept, workspace)
 
     def tool(self) -> dict:
         listed = "; ".join(f"{name}: {skill.description}" for name, skill in self.granted.items())
-        return {"name": ACTIVATE_TOOL,
+        return {"name": ACTIVATE_SKILL,
                 "description": f"Activate a skill to get its instructions (and, in your "
                                f"workspace, its files). Skills: {listed}",
                 "parameters": {"type": "object", "required": ["name"],

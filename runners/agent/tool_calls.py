@@ -69,16 +69,23 @@ async def _call(tool: dict, arguments: dict, timeout: float) -> dict:
             raise ToolError(f"{row.pk}: {exc}") from None
         return result if isinstance(result, dict) else {"result": result}
     if tool.get("source") == "box":
-        project_id, _, conversation_id = str(source_id).partition(":")
-        workspace = box_services.Workspace(project_id=project_id,
-                                           conversation_id=conversation_id,
-                                           network=bool(tool.get("network")))
+        workspace = box_workspace(tool)
         try:
             recorded, shown = await box_tools.call(workspace, name, arguments)
         except box_tools.FAILURES as exc:
             raise ToolError(str(exc)) from None
         return {**recorded, "text": shown}
     raise ToolError(f"tool {name!r} has no source LangHost can call")
+
+
+def box_workspace(tool: dict) -> box_services.Workspace | None:
+    """The conversation's box a grant works in (its `source_id`, `<project>:<conversation>`);
+    None when the run has no box."""
+    project_id, _, conversation_id = str(tool.get("source_id") or "").partition(":")
+    if not conversation_id:
+        return None
+    return box_services.Workspace(project_id=project_id, conversation_id=conversation_id,
+                                  network=bool(tool.get("network")))
 
 
 def recorded(result: dict | None) -> dict | None:

@@ -159,10 +159,10 @@ class Orchestrator:
             return
         apis = context.available_apis(event, binding, descriptor)
         models = await model_grants(binding, descriptor)
-        tools = await tool_grants(binding, descriptor, f"{event.project_id}:{event.conversation_id}"
-                                  if apis["box"] else None)
-        knowledge = await knowledge_grants(binding, descriptor, event.project_id)
         skills = await skill_grants(binding)
+        tools = await tool_grants(binding, descriptor, f"{event.project_id}:{event.conversation_id}"
+                                  if apis["box"] else None, skills)
+        knowledge = await knowledge_grants(binding, descriptor, event.project_id)
         scopes = context.state_context(event, binding, descriptor.id)
         timeout = binding.timeout_seconds
         deadline = time.time() + timeout if timeout else None

@@ -12,6 +12,10 @@ A plugin runner allowed to call tools also gets LangBot's event tool `event_repl
 messages instead. With the box granted, it also gets the box's tools (source `box`), on its
 conversation's workspace.
 
+With skills granted, a plugin runner gets `activate_skill` (source `skill`), as the built-in
+agent has it: the skill's instructions (and its files in the box), kept active in the
+conversation (`host.activated_skills`) for its next runs.
+
 A binding's resource policy may name the only tools its runs get (`allowed_tool_names`);
 `event_reply`, the run's own way to answer, is not a tool it can withhold.
 
@@ -33,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 TOOL_OPERATIONS = ("detail", "call")
 EVENT_REPLY = "event_reply"
+ACTIVATE_SKILL = "activate_skill"
 
 
 def _names(value) -> list[str]:
@@ -62,9 +67,10 @@ async def _mcp_tools(names: list[str]) -> list[tuple[McpServer, dict]]:
 
 
 async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor,
-                      box_workspace: str | None = None) -> list[dict]:
+                      box_workspace: str | None = None, skills: list[dict] = ()) -> list[dict]:
     """`box_workspace` (`<project id>:<conversation id>`, when the run has the box): a plugin
-    runner's tools include the box's (`exec`, `read_file`, `write_file`, `list_files`)."""
+    runner's tools include the box's (`exec`, `read_file`, `write_file`, `list_files`).
+    `skills` (the run's skill grants): a plugin runner's include `activate_skill`."""
     wanted = [op for op in TOOL_OPERATIONS if op in ((descriptor.permissions or {}).get("tools")
                                                     or [])]
     grants: dict[str, dict] = {}
@@ -76,6 +82,16 @@ async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor,
                 "description": tool["description"], "parameters": tool["parameters"],
                 "source": "box", "source_id": box_workspace,
                 "network": bool((binding.runner_config or {}).get("box_network"))}
+    if "call" in wanted and plugin and skills:
+        listed = "; ".join(f"{skill['skill_name']}: {skill['description']}" for skill in skills)
+        grants[ACTIVATE_SKILL] = {
+            "tool_name": ACTIVATE_SKILL, "tool_type": "skill", "operations": wanted,
+            "description": "Activate a skill to get its instructions (and, in the box, its "
+                           f"files); it stays active in the conversation. Skills: {listed}",
+            "parameters": {"type": "object", "required": ["name"], "properties": {"name": {
+                "type": "string", "enum": [skill["skill_name"] for skill in skills]}}},
+            "source": "skill", "source_id": box_workspace or "",
+            "network": bool((binding.runner_config or {}).get("box_network"))}
     if "call" in wanted and plugin:
         grants[EVENT_REPLY] = {
             "tool_name": EVENT_REPLY, "tool_type": "platform",

@@ -8,7 +8,9 @@ granted to the run for the operation (`resources.tools` of its frozen authorizat
 `tool.not_granted`; `call_tool` needs the run active. Each call is recorded through the run's
 handle as host events `tool.call.started` / `tool.call.completed`, in whichever process the
 run executes. `event_reply` (LangBot's event tool) answers into the run's conversation: a
-`message.completed` of the run, delivered to its caller. `call_platform_api` answers the
+`message.completed` of the run, delivered to its caller. `activate_skill` activates a granted
+skill as the built-in agent's tool does, kept in the conversation's state for its next runs
+(`_activate_skill`). `call_platform_api` answers the
 SDK's `reply_files` only (a reply with files exported from the box, as download links).
 """
 
@@ -20,7 +22,8 @@ import pydantic
 from langbot_plugin.api.entities.builtin.provider.message import ContentElement
 
 from ledger.models import RunStatus
-from runners.agent import reply_files, tool_calls
+from ledger.services import state as runner_state
+from runners.agent import reply_files, skill_tools, tool_calls
 from runners.grants.tools import EVENT_REPLY
 from runners.hostapi import run_api
 from runners.runtime.host_actions import HostError
@@ -57,8 +60,12 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     handle = host_process().handle(run.run_id)
     if tool.get("source") == "event":
         return {"result": await _event_reply(run.run_id, handle, arguments)}
+    if tool.get("source") == "skill":
+        return {"result": await _called(handle, tool, arguments, lambda: _activate_skill(
+            run.run_id, auth, tool, arguments, handle))}
     deadline = run.deadline_at.timestamp() if run.deadline_at else None
-    result = await _called(handle, tool, arguments, deadline)
+    result = await _called(handle, tool, arguments, lambda: tool_calls.call(
+        tool, arguments, tool_calls.timeout_for(deadline)))
     if tool.get("source") == "mcp":
         result = {"content": content_elements(result),
                   **({"structuredContent": result["structuredContent"]}
@@ -87,15 +94,15 @@ async def _record(handle: RunHandle | None, type_: str, data: dict) -> None:
         await handle.record(type_, data)
 
 
-async def _called(handle: RunHandle | None, tool: dict, arguments: dict,
-                  deadline: float | None) -> dict:
+async def _called(handle: RunHandle | None, tool: dict, arguments: dict, call) -> dict:
+    """`call()`'s result, recorded as the run's tool call; its ToolError a `tool.failed`."""
     call_id, name = f"host-{uuid.uuid4().hex[:12]}", tool["tool_name"]
     await _record(handle, "tool.call.started",
                   {"tool_call_id": call_id, "tool_name": name, "parameters": arguments})
     started = time.monotonic()
     result = error = None
     try:
-        result = await tool_calls.call(tool, arguments, tool_calls.timeout_for(deadline))
+        result = await call()
         return result
     except ToolError as exc:
         error = str(exc)
@@ -104,6 +111,31 @@ async def _called(handle: RunHandle | None, tool: dict, arguments: dict,
         await _record(handle, "tool.call.completed", {
             "tool_call_id": call_id, "tool_name": name, "result": tool_calls.recorded(result),
             "error": error, "duration_ms": round((time.monotonic() - started) * 1000)})
+
+
+async def _activate_skill(run_id: str, auth: dict, tool: dict, arguments: dict,
+                          handle: RunHandle | None) -> dict:
+    """`activate_skill` for a plugin runner, as the built-in agent's: the skill's instructions
+    (`text`), its files copied into the box when the run has it, and the skill kept active in
+    the conversation's state for its next runs (when the run has the conversation scope)."""
+    scope = (auth.get("state_context") or {}).get(skill_tools.STATE_SCOPE)
+    kept = await runner_state.state_get(scope["scope_key"], skill_tools.STATE_KEY) if scope \
+        else None
+    skills = await skill_tools.Skills.of((auth.get("resources") or {}).get("skills"), kept,
+                                         tool_calls.box_workspace(tool))
+    if skills is None:
+        raise ToolError("no skill is granted to this run")
+    try:
+        recorded, shown = await skills.activate(arguments)
+    except skill_tools.SkillError as exc:
+        raise ToolError(str(exc)) from None
+    if skills.changed and scope is not None:
+        write = skills.state()
+        await runner_state.state_set(runner_state.StateWrite(
+            scope=write["scope"], scope_key=scope["scope_key"], state_key=write["key"],
+            value=write["value"], identity=scope["identity"]))
+        await _record(handle, "state.updated", write)
+    return {**recorded, "text": shown, "active": list(skills.active)}
 
 
 async def _platform_call(data: dict, context: dict | None) -> dict:
