@@ -107,7 +107,7 @@ class DjangoHost(HostActions):
 
     async def read_file(self, action: str, data: dict, context: dict | None) -> tuple[bytes, str]:
         await _run_written(data)
-        return await knowledge_api.document_file(action, data)
+        return await knowledge_api.document_file(action, data, context)
 
     async def stream_run_api(self, action: str, data: dict,
                              context: dict | None) -> AsyncIterator[dict]:

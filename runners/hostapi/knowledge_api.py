@@ -8,9 +8,10 @@ score}`, best first (`filters`: on that metadata, MongoDB-style as for vectors);
 `get_knowledge_file_stream` and `invoke_parser`. A base not granted to the run for the operation is refused `kb.not_granted` here, by
 the host, whatever the plugin's SDK checked.
 
-The SDK's runtime forwards these actions without naming the calling plugin (it does for the
-run API), so a call is the run's by its run id, which only the run's plugin is given, and
-is refused when it names another plugin or the run is no longer active.
+A call names its run and is the run's plugin's by every name it comes with (the SDK's runtime
+forwards these actions with the calling plugin's installation in their context, LangHost's
+own runtime names the caller too: `run_api.authorize`); it is refused when a name is another
+plugin's or unknown, or the run is no longer active.
 """
 
 from pathlib import PurePosixPath
@@ -41,9 +42,9 @@ def _granted(auth: dict, operation: str) -> list[dict]:
             if operation in (grant.get("operations") or [])]
 
 
-async def _authorize(action: str, data: dict) -> tuple[AgentRun, dict]:
+async def _authorize(action: str, data: dict, context: dict | None) -> tuple[AgentRun, dict]:
     """The run, checked as every in-run API checks it (`run_api.authorize`), and active."""
-    run, auth = await run_api.authorize(action, data, None)
+    run, auth = await run_api.authorize(action, data, context)
     if run.status != RunStatus.RUNNING:
         raise HostError("run.not_active", f"run {run.run_id} is {run.status}; {action} needs "
                                           "an active run")
@@ -60,10 +61,10 @@ async def _call_of(run: AgentRun, auth: dict) -> "CallInfo":
         deadline=run.deadline_at.timestamp() if run.deadline_at else None)
 
 
-async def document_file(action: str, data: dict) -> tuple[bytes, str]:
+async def document_file(action: str, data: dict, context: dict | None) -> tuple[bytes, str]:
     """The file of a document (`storage_path`, as retrieval names it) of a knowledge base
     granted to the run for retrieve, as `(content, extension)`."""
-    run, auth = await _authorize(action, data)
+    run, auth = await _authorize(action, data, context)
     path = data.get("storage_path")
     granted = [grant["kb_id"] for grant in _granted(auth, "retrieve")]
     document = None
@@ -78,7 +79,7 @@ async def document_file(action: str, data: dict) -> tuple[bytes, str]:
 
 async def handle(action: str, data: dict, context: dict | None) -> dict:
     """Answer one knowledge action, or raise HostError."""
-    run, auth = await _authorize(action, data)
+    run, auth = await _authorize(action, data, context)
     if action in LIST_ACTIONS:
         return {"knowledge_bases": [{"uuid": grant["kb_id"], "name": grant.get("kb_name"),
                                      "description": grant.get("description") or "",

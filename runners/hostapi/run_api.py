@@ -34,16 +34,36 @@ ACTIVE_RUN_ONLY = {"state_set", "state_delete", "run_cancel", "steering_pull", "
 STATE_KEY_ALIASES = {"conversation_id": "external.conversation_id"}
 
 
+def _plugin_of_installation(installation_uuid: str) -> str | None:
+    installation = PluginInstallation.objects.filter(installation_uuid=installation_uuid).first()
+    return installation.plugin_id if installation else None
+
+
 @sync_to_async
 def _load(run_id: str, installation_uuid: str | None) -> tuple[AgentRun | None, dict,
                                                                 str | None]:
     """The run, its authorization snapshot, and the plugin of the installation."""
     run = readers.get(run_id)
-    plugin = None
-    if installation_uuid:
-        installation = PluginInstallation.objects.filter(installation_uuid=installation_uuid).first()
-        plugin = installation.plugin_id if installation else None
+    plugin = _plugin_of_installation(installation_uuid) if installation_uuid else None
     return run, run.authorization() if run else {}, plugin
+
+
+def _callers(data: dict, context: dict | None, context_plugin: str | None) -> list[str | None]:
+    """Every name a call comes with: the runtime's `caller_plugin_identity` (the SDK names
+    the caller for the run API; LangHost's own runtime for every action) and the plugin of the
+    installation its action context names (any SDK runtime sends it, an operator's `lbp rt`
+    too). None for an installation LangHost does not know."""
+    named = [data["caller_plugin_identity"]] if data.get("caller_plugin_identity") else []
+    return named + ([context_plugin] if (context or {}).get("installation_uuid") else [])
+
+
+async def calling_plugin(data: dict, context: dict | None) -> str | None:
+    """The plugin that makes a call outside a run, when every name it comes with agrees."""
+    installation_uuid = (context or {}).get("installation_uuid")
+    bound = (await sync_to_async(_plugin_of_installation)(installation_uuid)
+             if installation_uuid else None)
+    names = _callers(data, context, bound)
+    return names[0] if names and names[0] and all(name == names[0] for name in names) else None
 
 
 async def authorize(action: str, data: dict, context: dict | None) -> tuple[AgentRun, dict]:
@@ -57,10 +77,7 @@ async def authorize(action: str, data: dict, context: dict | None) -> tuple[Agen
     owner = auth.get("plugin_identity")
     # The caller must be named, and be the run's plugin by every name it comes with: an unnamed
     # caller, or an installation LangHost does not know, is refused rather than trusted.
-    callers = [data.get("caller_plugin_identity")]
-    if installation_uuid:
-        callers.append(context_plugin)  # None: no installation has that uuid
-    for claimed in callers:
+    for claimed in _callers(data, context, context_plugin) or [None]:
         if not claimed or claimed != owner:
             who = claimed or "an unnamed or unknown caller"
             raise HostError("run.identity_mismatch", f"run {run_id} does not belong to {who}")

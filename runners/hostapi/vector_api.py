@@ -3,7 +3,8 @@
 (`runners.knowledge.collections`).
 
 The collection's owner is the calling plugin as the runtime names it
-(`caller_plugin_identity`, which LangHost's runtime sets from the plugin's own connection):
+(`caller_plugin_identity`, which LangHost's runtime sets from the plugin's own connection, and
+the installation of the call's context, which any SDK runtime sends; they must agree):
 a plugin cannot name another's collections, nor a knowledge base's vectors. Answers:
 `vector_upsert` -> `{}`; `vector_search` -> `{"results": [{id, distance, score, metadata,
 document}]}`; `vector_delete` -> `{"count": n}`; `vector_list` -> `{"items": [{id, document,
@@ -12,6 +13,7 @@ metadata}], "total": n}`. Bad arguments are refused `vector.bad_arguments`.
 
 from asgiref.sync import sync_to_async
 
+from runners.hostapi import run_api
 from runners.knowledge import collections
 from runners.runtime.host_actions import HostError
 
@@ -19,7 +21,7 @@ ACTIONS = frozenset({"vector_upsert", "vector_search", "vector_delete", "vector_
 
 
 async def handle(action: str, data: dict, context: dict | None) -> dict:
-    owner = data.get("caller_plugin_identity")
+    owner = await run_api.calling_plugin(data, context)
     if not isinstance(owner, str) or not owner:
         raise HostError("vector.no_caller", f"{action} must come from a plugin the runtime "
                                             "names")

@@ -4,6 +4,7 @@ import pytest
 
 from ledger.models import AgentRun, Conversation
 from runners.hostapi import knowledge_api, run_api, tool_api
+from runners.models import PluginInstallation
 from runners.runtime.host_actions import HostError
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,5 +108,31 @@ async def test_a_platform_reply_whose_message_is_no_message_is_refused_naming_it
 async def test_a_knowledge_call_from_an_unnamed_caller_is_refused(active_run):
     with pytest.raises(HostError) as refused:
         await knowledge_api.document_file("get_knowledge_file_stream",
-                                          {"run_id": "run-authz", "storage_path": "kb/x.md"})
+                                          {"run_id": "run-authz", "storage_path": "kb/x.md"},
+                                          None)
     assert refused.value.code == "run.identity_mismatch"
+
+
+@pytest.fixture
+async def installations():
+    for name in ("agent-runner-qa", "other"):
+        await PluginInstallation.objects.acreate(author="e2e", name=name,
+                                                 installation_uuid=f"uuid-{name}")
+
+
+async def test_a_call_is_named_by_its_installation_as_an_operators_runtime_sends_it(
+        active_run, installations):
+    named_by_installation = {"installation_uuid": "uuid-agent-runner-qa"}
+    answered = await run_api.handle("state_get", {"run_id": "run-authz", "scope": "conversation",
+                                                  "key": "k"}, named_by_installation)
+
+    assert answered == {"value": None}
+    assert await run_api.calling_plugin({}, named_by_installation) == OWNER
+    for data, context in (({}, {"installation_uuid": "uuid-other"}),
+                          ({"caller_plugin_identity": "e2e/other"}, named_by_installation),
+                          ({}, {"installation_uuid": "uuid-nobody-knows"})):
+        with pytest.raises(HostError) as refused:
+            await run_api.handle("state_get", {"run_id": "run-authz", "scope": "conversation",
+                                               "key": "k", **data}, context)
+        assert refused.value.code == "run.identity_mismatch"
+        assert await run_api.calling_plugin(data, context) in (None, "e2e/other")
