@@ -62,18 +62,24 @@ async def _call_of(run: AgentRun, auth: dict) -> "CallInfo":
 
 
 async def document_file(action: str, data: dict, context: dict | None) -> tuple[bytes, str]:
-    """The file of a document (`storage_path`, as retrieval names it) of a knowledge base
-    granted to the run for retrieve, as `(content, extension)`."""
-    run, auth = await _authorize(action, data, context)
+    """The file of a document (`storage_path`, as retrieval names it), as `(content,
+    extension)`: in a run, of a knowledge base granted to it for retrieve; outside one, of a
+    base the calling plugin's knowledge engine keeps (its ingestion reads it)."""
     path = data.get("storage_path")
-    granted = [grant["kb_id"] for grant in _granted(auth, "retrieve")]
-    document = None
-    if isinstance(path, str) and path:
-        document = await KnowledgeDocument.objects.filter(
-            file=path, knowledge_base_id__in=granted).afirst()
+    if data.get("run_id"):
+        run, auth = await _authorize(action, data, context)
+        documents = KnowledgeDocument.objects.filter(knowledge_base_id__in=[
+            grant["kb_id"] for grant in _granted(auth, "retrieve")])
+        refused = f"granted to run {run.run_id}"
+    else:
+        engine = await run_api.calling_plugin(data, context)
+        documents = KnowledgeDocument.objects.filter(knowledge_base__engine=engine or None)
+        refused = f"kept by {engine or 'an unnamed caller'}'s knowledge engine"
+    document = await documents.filter(file=path).afirst() if isinstance(path, str) and path \
+        else None
     if document is None:
         raise HostError("kb.not_granted", f"{path!r} is no document of a knowledge base "
-                                          f"granted to run {run.run_id}")
+                                          f"{refused}")
     return await services.read_file(document), PurePosixPath(document.name).suffix
 
 

@@ -11,7 +11,8 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from runners.knowledge import services, worker
+from runners.admin.secret_fields import show_config_without_secrets
+from runners.knowledge import engines, services, worker
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
 from runners.providers.errors import ProviderError
 
@@ -58,7 +59,29 @@ class KnowledgeBaseForm(forms.ModelForm):
     class Meta:
         model = KnowledgeBase
         fields = ["project", "name", "description", "embedding_model", "chunk_size",
-                  "chunk_overlap", "top_k", "retrieval", "rerank_model"]
+                  "chunk_overlap", "top_k", "retrieval", "rerank_model", "engine",
+                  "engine_settings", "retrieval_settings"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # chosen when the base is made
+            self.fields["engine"].disabled = True
+        show_config_without_secrets(self, "engine_settings", self.instance.engine_settings or {})
+
+    def clean(self):
+        """An engine's settings checked against its forms, as the API checks them."""
+        cleaned = super().clean()
+        engine = cleaned.get("engine")
+        if engine and not self.errors:
+            try:
+                cleaned["engine_settings"], cleaned["retrieval_settings"] = (
+                    engines.checked_settings(engine, cleaned.get("engine_settings"),
+                                             cleaned.get("retrieval_settings"),
+                                             self.instance if self.instance.pk else None))
+            except ValueError as exc:
+                for field, problem in exc.args[0].items():
+                    self.add_error(field, str(problem))
+        return cleaned
 
     def clean_embedding_model(self):
         model = self.cleaned_data["embedding_model"]
@@ -80,6 +103,11 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
     autocomplete_fields = ["project"]
     inlines = [DocumentInline]
     change_form_template = "admin/knowledge/knowledgebase/change_form.html"
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            services.knowledge_base_created(obj)
 
     def get_urls(self):
         return [

@@ -37,6 +37,18 @@ class KnowledgeBase(models.Model):
         limit_choices_to={"model_type": LLMModel.Type.RERANK},
         help_text="Optional: a rerank model that orders the candidates found before the top k "
                   "are kept.")
+    engine = models.CharField(
+        max_length=257, blank=True, default="",
+        help_text='A plugin whose knowledge engine keeps the base ("author/name", LangBot\'s '
+                  "KnowledgeEngine): its documents go to the engine's ingestion and retrieval "
+                  "asks the engine. Empty: LangHost's own chunks and vectors.")
+    engine_settings = models.JSONField(
+        default=dict, blank=True,
+        help_text="The engine's creation settings (its `creation_schema`); secret fields are "
+                  "write-only.")
+    retrieval_settings = models.JSONField(
+        default=dict, blank=True, help_text="The engine's retrieval settings (its "
+                                            "`retrieval_schema`).")
     # Fixed by the first embedding: every vector of the base has this many dimensions.
     dimensions = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
@@ -22,7 +22,7 @@ from django.db.models import Sum
 
 from langhost.base.heavy_writes import background_write
 from ledger.services.artifacts import max_bytes
-from runners.knowledge import keywords, parsing, vectors
+from runners.knowledge import engines, keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
 from runners.models import LLMModel
 from runners.providers import load_calls, load_calls_off_the_loop
@@ -117,10 +117,14 @@ async def _embed(knowledge_base: KnowledgeBase, texts: list[str],
 
 
 async def ingest(document_id) -> None:
-    """Parse, chunk, embed and index a document; it ends `ready` or `failed`."""
+    """Parse, chunk, embed and index a document (or hand it to its base's engine); it ends
+    `ready` or `failed`."""
     document = await KnowledgeDocument.objects.select_related(
         "knowledge_base__embedding_model__provider").aget(pk=document_id)
     knowledge_base = document.knowledge_base
+    if knowledge_base.engine:
+        await _ingest_by_engine(document)
+        return
     try:
         await load_calls_off_the_loop()
         call = call_for(knowledge_base)
@@ -149,6 +153,16 @@ async def ingest(document_id) -> None:
         logger.exception("knowledge document %s failed", document.pk)
         await _progress(document, Status.FAILED, document.progress,
                         status_reason=f"{type(exc).__name__}: {exc}")
+
+
+async def _ingest_by_engine(document: KnowledgeDocument) -> None:
+    await _progress(document, Status.PARSING, 0.0)
+    try:
+        made = await engines.ingest(document)
+    except engines.EngineError as exc:
+        await _progress(document, Status.FAILED, 0.0, status_reason=str(exc))
+    else:
+        await _progress(document, Status.READY, 1.0, chunk_count=made, status_reason="")
 
 
 def contents(document: KnowledgeDocument) -> bytes:
@@ -223,9 +237,25 @@ def remove_chunks(document: KnowledgeDocument) -> None:
     Chunk.objects.filter(pk__in=chunk_ids).delete()
 
 
+def _tell_engine(tell, about) -> None:
+    """Tell a base's engine what happened to it; a failure is logged: LangHost's own rows go
+    on (an engine that was away keeps what it stored)."""
+    try:
+        async_to_sync(tell)(about)
+    except engines.EngineError as exc:
+        logger.warning("%s", exc)
+
+
+def knowledge_base_created(knowledge_base: KnowledgeBase) -> None:
+    if knowledge_base.engine:
+        _tell_engine(engines.created, knowledge_base)
+
+
 @transaction.atomic
 def delete_document(document: KnowledgeDocument) -> None:
-    """The document, its chunks, their vectors and its file, gone."""
+    """The document, its chunks, their vectors and its file, gone (and its engine told)."""
+    if document.knowledge_base.engine:
+        _tell_engine(engines.document_deleted, document)
     remove_chunks(document)
     document.file.delete(save=False)
     document.delete()
@@ -235,6 +265,8 @@ def delete_document(document: KnowledgeDocument) -> None:
 def delete_knowledge_base(knowledge_base: KnowledgeBase) -> None:
     for document in knowledge_base.documents.all():
         delete_document(document)
+    if knowledge_base.engine:
+        _tell_engine(engines.deleted, knowledge_base)
     knowledge_base.delete()
 
 
@@ -267,6 +299,8 @@ async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None 
     embedding and rerank calls are recorded as `call` says (a run's, or the base's). Raises
     ProviderError when the embedding model fails."""
     k = top_k or knowledge_base.top_k
+    if knowledge_base.engine:
+        return await _engine_hits(knowledge_base, query, k)
     if knowledge_base.dimensions is None or not query.strip():
         return []
     await load_calls_off_the_loop()
@@ -282,6 +316,29 @@ async def retrieve(knowledge_base: KnowledgeBase, query: str, top_k: int | None 
     if knowledge_base.rerank_model_id and hits:
         hits = await _reranked(knowledge_base, query, hits, k, call)
     return hits[:k]
+
+
+async def _engine_hits(knowledge_base: KnowledgeBase, query: str, k: int) -> list[Hit]:
+    """What the base's engine retrieves, as hits (its entries' text, their metadata)."""
+    try:
+        entries = await engines.retrieve(knowledge_base, query, k)
+    except engines.EngineError as exc:
+        raise ProviderError(str(exc), retryable=True) from None
+    hits = []
+    for position, entry in enumerate(entries):
+        metadata = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+        distance = float(entry.get("distance") or 0.0)
+        score = entry.get("score")
+        hits.append(Hit(
+            chunk_id=position, score=float(score) if score is not None else 1.0 - distance,
+            text="".join(part.get("text") or "" for part in entry.get("content") or []
+                         if isinstance(part, dict)),
+            distance=distance, document_id=str(metadata.get("document_id") or ""),
+            document_name=str(metadata.get("document_name") or metadata.get("filename") or ""),
+            storage_path=str(metadata.get("storage_path") or ""),
+            position=metadata["chunk"] if isinstance(metadata.get("chunk"), int) else position,
+            metadata=metadata))
+    return hits
 
 
 async def _reranked(knowledge_base: KnowledgeBase, query: str, hits: list[Hit], k: int,

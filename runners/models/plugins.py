@@ -72,6 +72,8 @@ class PluginInstallation(models.Model):
     listens_to_events = models.BooleanField(default=False, editable=False)
     # Its `Page` components (`[{id, label, path}]`, `runners.plugins.pages`), as last listed.
     pages = models.JSONField(default=list, blank=True, editable=False)
+    # Its `KnowledgeEngine` (`runners.plugins.engines`), as last listed; None when it has none.
+    knowledge_engine = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -18,14 +18,17 @@ from pathlib import Path
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
+from langbot_plugin.entities.io.actions.enums import LangBotToRuntimeAction
 
-from runners.hostapi.host import DjangoHost, installation_for_sync
+from runners.hostapi.host import DjangoHost
 from runners.models import PluginInstallation, RunnerDescriptor
 from runners.plugins import (
     command_registry,
     commands,
+    engines,
     events,
     folders,
+    installations,
     pages,
     registry,
     tool_registry,
@@ -34,7 +37,7 @@ from runners.plugins.requirements import install_requirements
 from runners.runtime import liveness
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLink
-from runners.runtime.loop_bound import PAGE_CALL_TIMEOUT_SECONDS, Gateway, submit
+from runners.runtime.loop_bound import ENGINE_ACTIONS, PAGE_CALL_TIMEOUT_SECONDS, Gateway, submit
 from runners.runtime.sandbox import Sandbox, sandbox_for
 from runners.runtime.worker import ChannelGateway
 
@@ -67,22 +70,6 @@ def plugin_sandbox() -> Sandbox | None:
     LangHost's own ports (`LANGHOST_SANDBOX_CLOSED_PORTS`)."""
     return sandbox_for(settings.LANGHOST_PLUGIN_SANDBOX, settings.LANGHOST_SANDBOX_CLOSED_PORTS,
                        settings.LANGHOST_SANDBOX_HIDDEN)
-
-
-def sync_installations_sync(found: list[folders.PluginFolder],
-                            instance: str) -> list[PluginInstallation]:
-    """One installation row per plugin folder (new folders start enabled)."""
-    return [installation_for_sync(instance, folder.author, folder.name, folder.version)
-            for folder in found]
-
-
-def record_held_back_sync(errors: dict[str, str]) -> None:
-    """Plugins kept from the runtime (a quarantined folder, requirements pip could not
-    install) are `failed`, each with its own reason."""
-    for installation in PluginInstallation.objects.all():
-        if installation.plugin_id in errors:
-            installation.status, installation.last_error = "failed", errors[installation.plugin_id]
-            installation.save(update_fields=["status", "last_error", "updated_at"])
 
 
 class LocalGateway:
@@ -135,7 +122,7 @@ class LocalGateway:
             return
         self._started = True
         if self.database_ready.is_set():
-            await sync_to_async(sync_installations_sync)(
+            await sync_to_async(installations.sync_installations_sync)(
                 await asyncio.to_thread(folders.scan, self.plugins_dir), self.instance_id)
         await self.link.start()
         if settings.LANGHOST_RUNTIME_REFRESH_SECONDS > 0:
@@ -181,8 +168,8 @@ class LocalGateway:
     async def _record_installations(self, found: list[folders.PluginFolder],
                                     errors: dict[str, str]) -> None:
         await self.database_ready.wait()
-        await sync_to_async(sync_installations_sync)(found, self.instance_id)
-        await sync_to_async(record_held_back_sync)(errors)
+        await sync_to_async(installations.sync_installations_sync)(found, self.instance_id)
+        await sync_to_async(installations.record_held_back_sync)(errors)
 
     def _spawn(self, coro) -> None:
         # A fresh context: a task spawned from a request (admin -> async_to_sync) would
@@ -256,7 +243,11 @@ class LocalGateway:
             self.plugin_ids = loaded
             await tool_registry.store_discovered_tools(tools, plugins_elsewhere)
             await command_registry.store_discovered_commands(plugin_commands, plugins_elsewhere)
-            await sync_to_async(self._record_plugin_status)(listed, plugins_elsewhere)
+            engine_capabilities = {engine["plugin_id"]: engine.get("capabilities") or []
+                                   for engine in await self.link.list_knowledge_engines()} \
+                if any(engines.has_engine(plugin) for plugin in plugins) else {}
+            await sync_to_async(self._record_plugin_status)(listed, plugins_elsewhere,
+                                                            engine_capabilities)
             self._settled.set()
             return stored
 
@@ -267,11 +258,13 @@ class LocalGateway:
 
     def _enabled_plugins(self) -> set[str]:
         """Enabled plugins whose folders exist and were handed to the runtime."""
-        rows = sync_installations_sync(folders.scan(self.plugins_dir), self.instance_id)
+        rows = installations.sync_installations_sync(folders.scan(self.plugins_dir), self.instance_id)
         return {row.plugin_id for row in rows if row.enabled} - self._held_back.keys()
 
-    def _record_plugin_status(self, listed: set[str],
-                              loaded_elsewhere: Collection[str] = ()) -> None:
+    def _record_plugin_status(self, listed: set[str], loaded_elsewhere: Collection[str] = (),
+                              engine_capabilities: dict | None = None) -> None:
+        """`engine_capabilities`: what the runtime says its knowledge engines can, by plugin."""
+        engine_capabilities = engine_capabilities or {}
         by_id = {_plugin_id(plugin): plugin for plugin in self.plugins}
         failures = self.link.plugin_failures()
         failed = set()
@@ -298,7 +291,9 @@ class LocalGateway:
                 fields = {"status": status, "last_error": error}
                 if plugin is not None:
                     fields.update(listens_to_events=events.has_listener(plugin),
-                                  pages=pages.declared(plugin))
+                                  pages=pages.declared(plugin),
+                                  knowledge_engine=engines.declared(
+                                      plugin, engine_capabilities.get(installation.plugin_id)))
                 if any(getattr(installation, name) != value for name, value in fields.items()):
                     for name, value in fields.items():
                         setattr(installation, name, value)
@@ -397,8 +392,17 @@ class LocalGateway:
     async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str,
                        body) -> dict:
         await self._wait_settled()
-        return await self.link.page_api(plugin, page_id, endpoint, method, body,
-                                        PAGE_CALL_TIMEOUT_SECONDS)
+        return await self.link.plugin_action(
+            LangBotToRuntimeAction.PAGE_API, plugin,
+            {"page_id": page_id, "endpoint": endpoint, "method": method, "body": body},
+            PAGE_CALL_TIMEOUT_SECONDS)
+
+    async def engine_call(self, plugin: str, action: str, data: dict, timeout: float) -> dict:
+        if action not in ENGINE_ACTIONS:
+            raise ValueError(f"{action} is not an action of a knowledge engine")
+        await self._wait_settled()
+        return await self.link.plugin_action(LangBotToRuntimeAction(action), plugin, data,
+                                             timeout)
 
     async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
         await self._wait_settled()

@@ -452,13 +452,17 @@ class RuntimeLink:
         answer = await self._call(LangBotToRuntimeAction.CALL_TOOL, data, timeout, cancel_peer=True)
         return answer["tool_response"]
 
-    async def page_api(self, plugin: str, page_id: str, endpoint: str, method: str, body: Any,
-                       timeout: float) -> dict[str, Any]:
-        """`{data, error}`: what the plugin's `Page` component's `handle_api` answered."""
+    async def plugin_action(self, action: LangBotToRuntimeAction, plugin: str,
+                            data: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """The runtime's answer to an action for one plugin's component ("author/name"): its
+        page's `page_api`, its knowledge engine's `rag_*` and `retrieve_knowledge`."""
         author, name = plugin.split("/", 1)
-        data = {"plugin_author": author, "plugin_name": name, "page_id": page_id,
-                "endpoint": endpoint, "method": method, "body": body}
-        return await self._call(LangBotToRuntimeAction.PAGE_API, data, timeout)
+        return await self._call(action, {"plugin_author": author, "plugin_name": name, **data},
+                                timeout)
+
+    async def list_knowledge_engines(self) -> list[dict[str, Any]]:
+        return (await self._call(LangBotToRuntimeAction.LIST_KNOWLEDGE_ENGINES, {}, 30.0))[
+            "engines"]
 
     async def plugin_file(self, plugin: str, path: str, timeout: float) -> tuple[bytes, str] | None:
         """A file of the plugin's `assets/` or `components/pages/` (what the SDK lets a host

@@ -18,6 +18,9 @@ from runners.models import RunnerDescriptor
 
 # What the SDK's page script waits for its plugin's answer.
 PAGE_CALL_TIMEOUT_SECONDS = 30.0
+# What LangHost asks of a plugin's knowledge engine (`Gateway.engine_call`).
+ENGINE_ACTIONS = frozenset({"rag_ingest_document", "rag_delete_document", "rag_on_kb_create",
+                            "rag_on_kb_delete", "retrieve_knowledge"})
 
 
 @runtime_checkable
@@ -56,6 +59,10 @@ class Gateway(Protocol):
     async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
         """A file of a plugin's `assets/` or `components/pages/` and its media type; None
         when it has none there."""
+
+    async def engine_call(self, plugin: str, action: str, data: dict, timeout: float) -> dict:
+        """The answer of a plugin's knowledge engine to one of `ENGINE_ACTIONS`. Raises
+        `RuntimeLinkError` when it failed, timed out or cannot be reached."""
 
     async def status(self) -> dict:
         """The runtime link's mode, state, uptime and last error."""
@@ -118,6 +125,9 @@ class LoopBoundGateway:
 
     async def plugin_file(self, *args, **kwargs) -> tuple[bytes, str] | None:
         return await self._call(self.gateway.plugin_file(*args, **kwargs))
+
+    async def engine_call(self, *args, **kwargs) -> dict:
+        return await self._call(self.gateway.engine_call(*args, **kwargs))
 
     def run_runner(self, descriptor: RunnerDescriptor, context: dict,
                    item_timeout: float) -> AsyncIterator[dict]:

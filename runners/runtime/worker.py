@@ -183,6 +183,11 @@ class RuntimeWorkerConsumer(AsyncConsumer):
                 message["plugin"], message["page_id"], message["endpoint"], message["method"],
                 message["body"]))
 
+    async def engine_call(self, message):
+        if not await self._passed_on(message, message["plugin"]):
+            await self._answer(message, self.gateway.engine_call(
+                message["plugin"], message["action"], message["data"], message["timeout"]))
+
     async def page_file(self, message):
         if not await self._passed_on(message, message["plugin"]):
             await self._answer(message, self.gateway.plugin_file(message["plugin"],
@@ -410,6 +415,10 @@ class ChannelGateway:
         return await self._ask({"type": "page.api", "plugin": plugin, "page_id": page_id,
                                 "endpoint": endpoint, "method": method, "body": body},
                                PAGE_CALL_TIMEOUT_SECONDS)
+
+    async def engine_call(self, plugin: str, action: str, data: dict, timeout: float) -> dict:
+        return await self._ask({"type": "engine.call", "plugin": plugin, "action": action,
+                                "data": data, "timeout": timeout}, timeout)
 
     async def plugin_file(self, plugin: str, path: str) -> tuple[bytes, str] | None:
         found = await self._ask({"type": "page.file", "plugin": plugin, "path": path},

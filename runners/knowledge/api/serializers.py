@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from runners.catalogue import runner_config
+from runners.knowledge import engines
 from runners.knowledge.models import KnowledgeBase, KnowledgeDocument
 from runners.models import LLMModel
 
@@ -17,11 +19,28 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
     chunk_overlap = serializers.IntegerField(min_value=0, max_value=1000, default=50)
     top_k = serializers.IntegerField(min_value=1, max_value=50, default=5)
 
+    engine = serializers.CharField(
+        max_length=257, required=False, allow_blank=True,
+        help_text='A plugin whose knowledge engine keeps the base ("author/name", `GET /plugins`: '
+                  "`knowledge_engine`); set when the base is made. Empty: LangHost's own.")
+    engine_settings = serializers.JSONField(
+        required=False, help_text="The engine's creation settings, by its `creation_schema`; "
+                                  "secret fields are write-only (kept when not sent again).")
+    retrieval_settings = serializers.JSONField(
+        required=False, help_text="The engine's retrieval settings, by its `retrieval_schema`.")
+
     class Meta:
         model = KnowledgeBase
         fields = ["id", "name", "description", "embedding_model_id", "chunk_size",
-                  "chunk_overlap", "top_k", "retrieval", "rerank_model_id", "dimensions", "created_at", "updated_at"]
+                  "chunk_overlap", "top_k", "retrieval", "rerank_model_id", "engine",
+                  "engine_settings", "retrieval_settings", "dimensions", "created_at",
+                  "updated_at"]
         read_only_fields = ["id", "dimensions", "created_at", "updated_at"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["engine_settings"] = runner_config.shown(instance.engine_settings or {})
+        return data
 
     def validate_name(self, value):
         project = self.context["view"].get_project()
@@ -38,6 +57,22 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
         if overlap >= size:
             raise serializers.ValidationError(
                 {"chunk_overlap": ["Must be smaller than chunk_size."]})
+        engine = attrs.get("engine", getattr(self.instance, "engine", ""))
+        if self.instance is not None and engine != self.instance.engine:
+            raise serializers.ValidationError({"engine": [
+                "A base's engine is chosen when it is made; make a new base for another."]})
+        if engine:
+            try:
+                attrs["engine_settings"], attrs["retrieval_settings"] = engines.checked_settings(
+                    engine, attrs.get("engine_settings",
+                                      getattr(self.instance, "engine_settings", {})),
+                    attrs.get("retrieval_settings",
+                              getattr(self.instance, "retrieval_settings", {})), self.instance)
+            except ValueError as exc:
+                raise serializers.ValidationError(exc.args[0]) from None
+        elif attrs.get("engine_settings") or attrs.get("retrieval_settings"):
+            raise serializers.ValidationError({"engine": [
+                "Settings are an engine's: name the engine they are for."]})
         model = attrs.get("embedding_model")
         if (self.instance is not None and model is not None and self.instance.dimensions
                 and model != self.instance.embedding_model):

@@ -36,7 +36,7 @@ class KnowledgeBaseViewSet(ProjectScoped, viewsets.ModelViewSet):
             "embedding_model")
 
     def perform_create(self, serializer):
-        serializer.save(project=self.get_project())
+        services.knowledge_base_created(serializer.save(project=self.get_project()))
 
     def perform_destroy(self, instance):
         services.delete_knowledge_base(instance)

@@ -17,11 +17,16 @@ class PluginSerializer(serializers.ModelSerializer):
         read_only=True, help_text="Its pages (`[{id, label, path}]`), opened in the admin on its "
                                   "installation by whoever may change it.")
 
+    knowledge_engine = serializers.JSONField(
+        read_only=True, help_text="Its knowledge engine (`{name, label, description, "
+                                  "capabilities, creation_schema, retrieval_schema}`), which a "
+                                  "knowledge base may be kept by (`engine`); null: none.")
+
     class Meta:
         model = PluginInstallation
         fields = ["id", "plugin_id", "author", "name", "version", "enabled", "status",
                   "last_error", "runners", "commands", "listens_to_events", "pages",
-                  "created_at", "updated_at"]
+                  "knowledge_engine", "created_at", "updated_at"]
         read_only_fields = [name for name in fields if name != "enabled"]
 
     def get_runners(self, installation) -> list[str]:
