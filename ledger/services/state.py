@@ -3,10 +3,10 @@ read as a snapshot when a run starts and through the in-run state APIs, written 
 results or by a state API call."""
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import connection, transaction
 
 from ledger.models import AgentRunnerState
 from ledger.sql import insert_rows
@@ -62,6 +62,19 @@ def state_get(scope_key: str, state_key: str):
 
 
 state_set = sync_to_async(upsert)
+
+
+@sync_to_async
+def state_add_to_list(write: StateWrite) -> list:
+    """Add `write.value`'s items to the list stored under its key, each once, in one
+    transaction: writers at the same time each keep theirs. The list now stored."""
+    with transaction.atomic():
+        row = AgentRunnerState.objects.select_for_update().filter(
+            scope_key=write.scope_key, state_key=write.state_key).first()
+        stored = row.value_json if row is not None and isinstance(row.value_json, list) else []
+        merged = stored + [item for item in write.value if item not in stored]
+        upsert(replace(write, value=merged))
+    return merged
 
 
 @sync_to_async

@@ -98,6 +98,9 @@ class PluginPagesAdmin(admin.ModelAdmin):
         except (RuntimeLinkError, RuntimeError) as exc:
             return JsonResponse({"data": None, "error": f"the plugin did not answer: {exc}"},
                                 status=502)
+        if not isinstance(answer, dict):
+            return JsonResponse({"data": None, "error": "the plugin answered no object"},
+                                status=502)
         return JsonResponse({"data": answer.get("data"), "error": answer.get("error")})
 
     @staticmethod

@@ -220,13 +220,16 @@ def secrets_set(config: Mapping) -> list[str]:
     return sorted(name for name, value in config.items() if _is_sealed(value))
 
 
-def rotate_secrets_sync() -> tuple[int, list[str]]:
-    """Re-encrypt the config secrets (agent types', bindings', plugins') under the current
-    `SECRET_KEY`: how many rows were, and the names of those with a secret no key in use can
-    read (left as is)."""
+CONFIG_FIELDS = ((AgentType, "runner_config"), (Binding, "runner_config"),
+                 (PluginInstallation, "config"))
+
+
+def rotate_secrets_sync(fields=CONFIG_FIELDS) -> tuple[int, list[str]]:
+    """Re-encrypt the config secrets of these `(model, field)`s (agent types', bindings',
+    plugins' by default) under the current `SECRET_KEY`: how many rows were, and the names
+    of those with a secret no key in use can read (left as is)."""
     done, unreadable = 0, []
-    for model, field in ((AgentType, "runner_config"), (Binding, "runner_config"),
-                         (PluginInstallation, "config")):
+    for model, field in fields:
         for row in model.objects.exclude(**{field: {}}):
             config = getattr(row, field) or {}
             if not secrets_set(config):

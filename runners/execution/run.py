@@ -189,6 +189,8 @@ class LocalRunHandle:
         # The plugins that listen to the run's events (`runners.execution.listeners`), once
         # the orchestrator looked; None when none does.
         self.listeners = None
+        # LangBot's query variables of the run (`runners.hostapi.query_api`).
+        self.query_vars: dict = {}
 
     def _on_run_loop(self, act) -> bool:
         state = self._state
@@ -213,6 +215,9 @@ class LocalRunHandle:
 
     async def reply(self, message: dict) -> bool:
         return self._on_run_loop(lambda state: state.host_reply(message))
+
+    def heard_by(self, plugin: str) -> bool:
+        return self.listeners is not None and plugin in self.listeners.plugins
 
     async def prompt(self, system: list[dict], history: list[dict]) -> tuple[list[dict],
                                                                               list[dict]]:

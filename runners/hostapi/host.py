@@ -9,7 +9,15 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
 from runners.catalogue import runner_config
-from runners.hostapi import box_api, knowledge_api, model_api, run_api, tool_api, vector_api
+from runners.hostapi import (
+    box_api,
+    knowledge_api,
+    model_api,
+    query_api,
+    run_api,
+    tool_api,
+    vector_api,
+)
 from runners.models import PluginInstallation, PluginStorage
 from runners.observability import tracing
 from runners.runtime.host_actions import HostActions, HostError
@@ -103,6 +111,8 @@ class DjangoHost(HostActions):
             return await vector_api.handle(action, data, context)
         if action in box_api.ACTIONS:
             return await box_api.handle(action, data, context)
+        if action in query_api.ACTIONS:
+            return await query_api.handle(action, data, context)
         return await run_api.handle(action, data, context)
 
     async def read_file(self, action: str, data: dict, context: dict | None) -> tuple[bytes, str]:

@@ -127,15 +127,16 @@ async def _activate_skill(run_id: str, auth: dict, tool: dict, arguments: dict,
         raise ToolError("no skill is granted to this run")
     try:
         recorded, shown = await skills.activate(arguments)
-    except skill_tools.SkillError as exc:
+    except skill_tools.FAILURES as exc:
         raise ToolError(str(exc)) from None
+    active = list(skills.active)
     if skills.changed and scope is not None:
         write = skills.state()
-        await runner_state.state_set(runner_state.StateWrite(
+        active = await runner_state.state_add_to_list(runner_state.StateWrite(
             scope=write["scope"], scope_key=scope["scope_key"], state_key=write["key"],
             value=write["value"], identity=scope["identity"]))
-        await _record(handle, "state.updated", write)
-    return {**recorded, "text": shown, "active": list(skills.active)}
+        await _record(handle, "state.updated", {**write, "value": active})
+    return {**recorded, "text": shown, "active": active}
 
 
 async def _platform_call(data: dict, context: dict | None) -> dict:

@@ -66,7 +66,8 @@ class KnowledgeBaseForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:  # chosen when the base is made
             self.fields["engine"].disabled = True
-        show_config_without_secrets(self, "engine_settings", self.instance.engine_settings or {})
+        for field in ("engine_settings", "retrieval_settings"):
+            show_config_without_secrets(self, field, getattr(self.instance, field) or {})
 
     def clean(self):
         """An engine's settings checked against its forms, as the API checks them."""
@@ -107,7 +108,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         if not change:
-            services.knowledge_base_created(obj)
+            services.knowledge_base_created(obj)  # once the admin's transaction commits
 
     def get_urls(self):
         return [

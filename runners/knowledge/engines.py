@@ -15,6 +15,8 @@ from runners.runtime.errors import RuntimeLinkError
 from runners.runtime.host_process import host_process
 
 INGEST_TIMEOUT_SECONDS = 300.0
+# The fields whose secrets are sealed (`manage.py rotate_secrets` re-encrypts them).
+SEALED_FIELDS = ((KnowledgeBase, "engine_settings"), (KnowledgeBase, "retrieval_settings"))
 CALL_TIMEOUT_SECONDS = 30.0
 
 
@@ -51,18 +53,17 @@ def checked_settings(plugin_id: str, engine_settings, retrieval_settings,
     return sealed[0], sealed[1]
 
 
-async def _call(knowledge_base: KnowledgeBase, action: str, data: dict, timeout: float) -> dict:
+async def _call(engine: str, action: str, data: dict, timeout: float) -> dict:
     gateway = host_process().gateway_binding
     if gateway is None:
         raise EngineError("this process reaches no plugin runtime")
     try:
-        return await gateway.engine_call(knowledge_base.engine, action, data, timeout)
+        answer = await gateway.engine_call(engine, action, data, timeout)
     except (RuntimeLinkError, RuntimeError, TimeoutError) as exc:
-        raise EngineError(f"knowledge engine {knowledge_base.engine}: {exc}") from None
-
-
-def _creation_settings(knowledge_base: KnowledgeBase) -> dict:
-    return runner_config.opened(knowledge_base.engine_settings or {})
+        raise EngineError(f"knowledge engine {engine}: {exc}") from None
+    if not isinstance(answer, dict):
+        raise EngineError(f"knowledge engine {engine} answered {action} with no object")
+    return answer
 
 
 async def ingest(document: KnowledgeDocument) -> int:
@@ -76,13 +77,14 @@ async def ingest(document: KnowledgeDocument) -> int:
             "mime_type": document.mime_type, "document_id": str(document.pk),
             "knowledge_base_id": base_id, "upload_time": document.created_at.isoformat()}},
         "knowledge_base_id": base_id, "collection_id": base_id,
-        "creation_settings": _creation_settings(knowledge_base)}
-    result = await _call(knowledge_base, "rag_ingest_document", {"context": context},
+        "creation_settings": creation_settings(knowledge_base)}
+    result = await _call(knowledge_base.engine, "rag_ingest_document", {"context": context},
                          INGEST_TIMEOUT_SECONDS)
     if result.get("status") != "completed":
         raise EngineError(result.get("error_message") or
                           f"the engine answered {result.get('status')!r}")
-    return int(result.get("chunks_created") or 0)
+    made = result.get("chunks_created")
+    return made if isinstance(made, int) else 0
 
 
 async def retrieve(knowledge_base: KnowledgeBase, query: str, k: int) -> list[dict]:
@@ -91,27 +93,30 @@ async def retrieve(knowledge_base: KnowledgeBase, query: str, k: int) -> list[di
     if engine is None:
         raise EngineError(f"knowledge engine {knowledge_base.engine} is not available")
     base_id = str(knowledge_base.pk)
-    answer = await _call(knowledge_base, "retrieve_knowledge", {
+    answer = await _call(knowledge_base.engine, "retrieve_knowledge", {
         "retriever_name": engine["name"], "retrieval_context": {
             "query": query, "knowledge_base_id": base_id, "collection_id": base_id,
-            "retrieval_settings": {"top_k": k, **(knowledge_base.retrieval_settings or {})},
-            "creation_settings": _creation_settings(knowledge_base), "filters": {}}},
+            "retrieval_settings": {"top_k": k, **runner_config.opened(
+                knowledge_base.retrieval_settings or {})},
+            "creation_settings": creation_settings(knowledge_base), "filters": {}}},
         CALL_TIMEOUT_SECONDS)
     return [entry for entry in answer.get("results") or [] if isinstance(entry, dict)][:k]
 
 
-async def created(knowledge_base: KnowledgeBase) -> None:
-    await _call(knowledge_base, "rag_on_kb_create", {
-        "kb_id": str(knowledge_base.pk), "config": _creation_settings(knowledge_base)},
-        CALL_TIMEOUT_SECONDS)
-
-
-async def deleted(knowledge_base: KnowledgeBase) -> None:
-    await _call(knowledge_base, "rag_on_kb_delete", {"kb_id": str(knowledge_base.pk)},
+async def created(engine: str, base_id: str, creation_settings: dict) -> None:
+    await _call(engine, "rag_on_kb_create", {"kb_id": base_id, "config": creation_settings},
                 CALL_TIMEOUT_SECONDS)
 
 
-async def document_deleted(document: KnowledgeDocument) -> None:
-    await _call(document.knowledge_base, "rag_delete_document", {
-        "kb_id": str(document.knowledge_base_id), "document_id": str(document.pk)},
-        CALL_TIMEOUT_SECONDS)
+async def deleted(engine: str, base_id: str) -> None:
+    await _call(engine, "rag_on_kb_delete", {"kb_id": base_id}, CALL_TIMEOUT_SECONDS)
+
+
+async def document_deleted(engine: str, base_id: str, document_id: str) -> None:
+    await _call(engine, "rag_delete_document", {"kb_id": base_id, "document_id": document_id},
+                CALL_TIMEOUT_SECONDS)
+
+
+def creation_settings(knowledge_base: KnowledgeBase) -> dict:
+    """The base's creation settings as its engine reads them (secrets opened)."""
+    return runner_config.opened(knowledge_base.engine_settings or {})

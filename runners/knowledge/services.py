@@ -161,6 +161,10 @@ async def _ingest_by_engine(document: KnowledgeDocument) -> None:
         made = await engines.ingest(document)
     except engines.EngineError as exc:
         await _progress(document, Status.FAILED, 0.0, status_reason=str(exc))
+    except Exception as exc:  # recorded on the document, not raised: the others go on
+        logger.exception("knowledge document %s failed in its engine", document.pk)
+        await _progress(document, Status.FAILED, 0.0,
+                        status_reason=f"{type(exc).__name__}: {exc}")
     else:
         await _progress(document, Status.READY, 1.0, chunk_count=made, status_reason="")
 
@@ -237,25 +241,31 @@ def remove_chunks(document: KnowledgeDocument) -> None:
     Chunk.objects.filter(pk__in=chunk_ids).delete()
 
 
-def _tell_engine(tell, about) -> None:
-    """Tell a base's engine what happened to it; a failure is logged: LangHost's own rows go
-    on (an engine that was away keeps what it stored)."""
-    try:
-        async_to_sync(tell)(about)
-    except engines.EngineError as exc:
-        logger.warning("%s", exc)
+def _tell_engine(tell, *about) -> None:
+    """Tell a base's engine what happened to it once the change is committed (never while the
+    transaction holds the database: the engine may write through the host); a failure is
+    logged, LangHost's own rows stand (an engine that was away keeps what it stored)."""
+    def tell_now():
+        try:
+            async_to_sync(tell)(*about)
+        except engines.EngineError as exc:
+            logger.warning("%s", exc)
+
+    transaction.on_commit(tell_now)
 
 
 def knowledge_base_created(knowledge_base: KnowledgeBase) -> None:
     if knowledge_base.engine:
-        _tell_engine(engines.created, knowledge_base)
+        _tell_engine(engines.created, knowledge_base.engine, str(knowledge_base.pk),
+                     engines.creation_settings(knowledge_base))
 
 
 @transaction.atomic
 def delete_document(document: KnowledgeDocument) -> None:
     """The document, its chunks, their vectors and its file, gone (and its engine told)."""
     if document.knowledge_base.engine:
-        _tell_engine(engines.document_deleted, document)
+        _tell_engine(engines.document_deleted, document.knowledge_base.engine,
+                     str(document.knowledge_base_id), str(document.pk))
     remove_chunks(document)
     document.file.delete(save=False)
     document.delete()
@@ -266,7 +276,7 @@ def delete_knowledge_base(knowledge_base: KnowledgeBase) -> None:
     for document in knowledge_base.documents.all():
         delete_document(document)
     if knowledge_base.engine:
-        _tell_engine(engines.deleted, knowledge_base)
+        _tell_engine(engines.deleted, knowledge_base.engine, str(knowledge_base.pk))
     knowledge_base.delete()
 
 

@@ -52,6 +52,8 @@ def execute_context(context: dict) -> dict:
     conversation_id = (context.get("conversation") or {}).get("conversation_id")
     return {
         "query_id": 0,
+        # LangHost's name for the query: its run (`ctx.reply`, query variables).
+        "query_uuid": context["run_id"],
         "session": {"launcher_type": "person",
                     "launcher_id": conversation_id or actor.get("actor_id") or "api",
                     "sender_id": actor.get("actor_id")},

@@ -26,6 +26,7 @@ from langbot_plugin.api.entities.builtin.provider import message as provider_mes
 from langbot_plugin.api.entities.builtin.provider import session as provider_session
 from pydantic import ValidationError
 
+from runners.hostapi.query_api import chain_message
 from runners.models import PluginInstallation
 
 # Asked for every run: kept as the registry keeps descriptors (a discovery or a plugin's new
@@ -159,17 +160,7 @@ def reply_message(event_context: dict) -> dict | None:
     """The `reply_message_chain` a listener set, as an assistant message (its text; an image
     as its link)."""
     chain = (event_context.get("event") or {}).get("reply_message_chain")
-    if chain is None:
-        return None
-    parts = []
-    for component in platform_message.MessageChain.model_validate(chain):
-        if isinstance(component, platform_message.Plain):
-            parts.append(component.text)
-        elif isinstance(component, platform_message.Image) and component.url:
-            parts.append(component.url)
-        else:
-            parts.append(str(component))
-    return {"role": "assistant", "content": "".join(parts)}
+    return None if chain is None else chain_message(chain)
 
 
 def altered_input(event_context: dict) -> str | None:

@@ -454,19 +454,17 @@ class RuntimeLink:
 
     async def plugin_action(self, action: LangBotToRuntimeAction, plugin: str,
                             data: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The runtime's answer to an action for one plugin's component ("author/name"): its
-        page's `page_api`, its knowledge engine's `rag_*` and `retrieve_knowledge`."""
+        """The runtime's answer to an action of a plugin's page or knowledge engine."""
         author, name = plugin.split("/", 1)
         return await self._call(action, {"plugin_author": author, "plugin_name": name, **data},
                                 timeout)
 
     async def list_knowledge_engines(self) -> list[dict[str, Any]]:
-        return (await self._call(LangBotToRuntimeAction.LIST_KNOWLEDGE_ENGINES, {}, 30.0))[
-            "engines"]
+        answer = await self._call(LangBotToRuntimeAction.LIST_KNOWLEDGE_ENGINES, {}, 30.0)
+        return answer["engines"]
 
     async def plugin_file(self, plugin: str, path: str, timeout: float) -> tuple[bytes, str] | None:
-        """A file of the plugin's `assets/` or `components/pages/` (what the SDK lets a host
-        show) and its media type; None when it has no such file there."""
+        """A file of the plugin's `assets/` or `components/pages/` and its type, or None."""
         author, name = plugin.split("/", 1)
         data = {"plugin_author": author, "plugin_name": name, "file_path": path}
         answer = await self._call(LangBotToRuntimeAction.GET_PLUGIN_ASSETS_FILE, data, timeout)
@@ -475,6 +473,8 @@ class RuntimeLink:
         handler = self._ready_handler()
         try:
             return await handler.read_local_file(answer["file_file_key"]), answer["mime_type"]
+        except (OSError, ValueError) as exc:
+            raise RuntimeLinkError(f"the file did not arrive: {_describe(exc)}") from exc
         finally:
             await handler.delete_local_file(answer["file_file_key"])
 

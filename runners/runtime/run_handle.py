@@ -22,6 +22,12 @@ class RunHandle(Protocol):
         """Record `message` as a `message.completed` of the run (its transcript included) and
         deliver it to the run's caller. False when the run takes no more events."""
 
+    # LangBot's query variables of the run (a command's or a listener's `set_query_var`).
+    query_vars: dict
+
+    def heard_by(self, plugin: str) -> bool:
+        """Whether `plugin` ("author/name") listens to the run's events."""
+
     async def prompt(self, system: list[dict], history: list[dict]) -> tuple[list[dict],
                                                                               list[dict]]:
         """The built-in agent's system messages and conversation as the run's event listeners

@@ -66,6 +66,7 @@ class ForwardedRunHandle:
 
     def __init__(self, run_id: str, reply_channel: str, channel_layer, stream: asyncio.Task):
         self.run_id = run_id
+        self.query_vars: dict = {}
         self._reply_channel = reply_channel
         self._channel_layer = channel_layer
         self._stream = stream
@@ -87,6 +88,9 @@ class ForwardedRunHandle:
         """The built-in agent asks its own run's handle, where the run executes; a plugin
         runner's host actions never ask for a prompt: it is left as it is."""
         return system, history
+
+    def heard_by(self, plugin: str) -> bool:
+        return False  # its listeners are told where it executes
 
     def journal_model_call(self, row: dict) -> bool:
         return False  # the run's journal is in the other process: the call writes its row

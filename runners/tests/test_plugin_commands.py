@@ -55,12 +55,15 @@ async def test_a_command_answers_in_place_of_the_runner(commands_gateway, user, 
     said, replies = await say(user, agent, "  !echo hi there ")
     shouted, shouts = await say(user, agent, "!echo shout ahoy")
     asked, about = await say(user, agent, "!echo whoami")
+    _, replied = await say(user, agent, "!echo reply")
 
     assert (said["status"], replies) == ("completed", ["hi there"])
     # A subcommand gets the words after it; each reply is a message of the run.
     assert (shouted["status"], shouts) == ("completed", ["AHOY", "AHOY!"])
     # LangBot's parse: the words after the prefix, a user's privilege (1).
     assert about == ["privilege 1, params ['echo', 'whoami'], text 'echo whoami'"]
+    # `ctx.reply` is a message of the run too, before what the command returns.
+    assert replied == ["replied through ctx", "and returned"]
     runs = [run async for run in AgentRun.objects.filter(
         run_id__in=[said["run_id"], shouted["run_id"], asked["run_id"]])]
     assert {run.runner_id for run in runs} == {ECHO_COMMAND}

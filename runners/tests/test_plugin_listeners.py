@@ -100,6 +100,20 @@ async def test_a_listener_replaces_or_withholds_a_reply_before_it_is_delivered(
                                                ("NormalMessageResponded", "prevented")]
 
 
+async def test_a_listener_replies_through_the_host_and_keeps_query_variables(
+        listeners_gateway, user, project):
+    agent = await echo_agent(project)
+
+    _, greetings = await say(user, agent, "greet")
+    _, remembered = await say(user, agent, "remember the tide")
+    _, forgotten = await say(user, agent, "something forbidden")
+
+    assert greetings == ["hello from the listener", "echo: greet"]
+    assert remembered == ["the listener heard 'remember the tide'"]
+    # A run's variables are its own: the next run's listener finds none.
+    assert forgotten == ["[a reply was replaced by a listener]"]
+
+
 async def test_a_listener_that_fails_or_stalls_is_recorded_and_the_run_completes(
         listeners_gateway, user, project, monkeypatch):
     monkeypatch.setattr(listeners, "LISTENER_TIMEOUT_SECONDS", scaled(1.0))

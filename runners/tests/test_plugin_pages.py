@@ -102,14 +102,18 @@ def test_a_page_opens_only_for_who_may_change_its_plugin(installation, staff_cli
 
 
 def test_the_frames_files_need_a_valid_signature_of_someone_who_may_still_see_them(
-        installation, make_user, client):
+        installation, make_user, superuser, client):
     staff = make_user(is_staff=True)
-    granted = pages.files_token(installation, "status", staff.pk)
-    forged = granted[:-2] + ("AA" if not granted.endswith("AA") else "BB")
+    not_permitted = pages.files_token(installation, "status", staff.pk)
+    permitted = pages.files_token(installation, "status", superuser.pk)
+    forged = permitted[:-2] + ("AA" if not permitted.endswith("AA") else "BB")
 
-    for token in (granted, forged):  # the staff member may not change the installation
+    for token in (not_permitted, forged):
         url = reverse("admin:runners_plugininstallation_page_file", args=[token, "status.html"])
         assert client.get(url).status_code == 403
+    assert pages.read_files_token(permitted) == {"plugin": "langhost/examples",
+                                                 "page": "status", "user": superuser.pk}
+    assert pages.read_files_token(forged) is None
 
 
 def test_a_page_reads_files_beside_it_and_never_above():

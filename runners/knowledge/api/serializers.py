@@ -40,6 +40,7 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
     def to_representation(self, instance):
         data = super().to_representation(instance)
         data["engine_settings"] = runner_config.shown(instance.engine_settings or {})
+        data["retrieval_settings"] = runner_config.shown(instance.retrieval_settings or {})
         return data
 
     def validate_name(self, value):

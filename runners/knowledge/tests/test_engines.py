@@ -112,3 +112,23 @@ async def test_an_engines_settings_are_checked_against_its_forms(
     assert unknown.status_code == 400 and "engine" in unknown.json()["errors"]
     assert wrong.status_code == 400 and "colour" in str(wrong.json()["errors"]["engine_settings"])
     assert not await KnowledgeBase.objects.aexists()
+
+
+async def test_removing_a_document_or_the_base_tells_its_engine(
+        engine_gateway, user_client, project, embedding_model):
+    base = (await as_a_request(make_base, user_client, project, embedding_model)).json()
+    for name in ("one.md", "two.md"):
+        (document,) = (await as_a_request(
+            user_client.post, f"{bases_url(project)}/{base['id']}/documents",
+            {"file": [SimpleUploadedFile(name, HANDBOOK)]}, format="multipart")).json()
+        await services.ingest(document["id"])
+    assert await PluginVector.objects.filter(owner=ENGINE).acount() == 6
+
+    removed = await as_a_request(user_client.delete,
+                                 f"{bases_url(project)}/{base['id']}/documents/{document['id']}")
+
+    assert removed.status_code == 204
+    # The engine removed that document's paragraphs from its collection, the other's stay.
+    assert await PluginVector.objects.filter(owner=ENGINE).acount() == 3
+    gone = await as_a_request(user_client.delete, f"{bases_url(project)}/{base['id']}")
+    assert gone.status_code == 204 and not await KnowledgeBase.objects.aexists()

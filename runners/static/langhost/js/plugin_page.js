@@ -21,7 +21,10 @@
     }, "*");
   }
 
+  // Each load of the frame gets the context; so does one that loaded before this script ran
+  // (sent to a frame still loading, it is lost, and its load sends it again).
   frame.addEventListener("load", sendContext);
+  sendContext();
   window.addEventListener("message", function (event) {
     var call = event.data;
     if (event.source !== frame.contentWindow || !call || call.type !== "langbot:api") return;
