@@ -22,22 +22,31 @@ PRIVILEGE_KEY = "command_privilege"
 USER_PRIVILEGE, ADMIN_PRIVILEGE = 1, 2
 
 
+# LangBot's default prefixes are `!` and its full-width form: a type whose prefix is `!`
+# takes both.
+FULL_WIDTH = {"!": "！"}
+
+
 @dataclass(frozen=True)
 class Invocation:
     name: str
     params: list[str]
+    # The message after its prefix (LangBot's `command_text`).
+    text: str
 
 
 def parse(text: str, prefix: str) -> Invocation | None:
-    """The command a message invokes, if it starts with `prefix` and a name (the message
-    stripped first, as LangBot does)."""
+    """The command a message invokes, if it starts with `prefix` (or its full-width form)
+    and a name (the message stripped first, as LangBot does)."""
     text = text.strip()
-    if not prefix or not text.startswith(prefix):
+    used = next((candidate for candidate in (prefix, FULL_WIDTH.get(prefix))
+                 if candidate and text.startswith(candidate)), None)
+    if used is None:
         return None
-    params = text[len(prefix):].split(" ")
+    params = text[len(used):].split(" ")
     if not params[0]:
         return None
-    return Invocation(name=params[0], params=params)
+    return Invocation(name=params[0], params=params, text=text[len(used):])
 
 
 def execute_context(context: dict) -> dict:
@@ -57,7 +66,7 @@ def execute_context(context: dict) -> dict:
         "session": {"launcher_type": "person",
                     "launcher_id": conversation_id or actor.get("actor_id") or "api",
                     "sender_id": actor.get("actor_id")},
-        "command_text": text[len(prefix):],
+        "command_text": invocation.text,
         "full_command_text": text,
         "command": invocation.name,
         "crt_command": invocation.name,

@@ -56,12 +56,15 @@ async def test_a_command_answers_in_place_of_the_runner(commands_gateway, user, 
     shouted, shouts = await say(user, agent, "!echo shout ahoy")
     asked, about = await say(user, agent, "!echo whoami")
     _, replied = await say(user, agent, "!echo reply")
+    _, full_width = await say(user, agent, "！echo wide")
 
     assert (said["status"], replies) == ("completed", ["hi there"])
     # A subcommand gets the words after it; each reply is a message of the run.
     assert (shouted["status"], shouts) == ("completed", ["AHOY", "AHOY!"])
     # LangBot's parse: the words after the prefix, a user's privilege (1).
     assert about == ["privilege 1, params ['echo', 'whoami'], text 'echo whoami'"]
+    # LangBot's second default prefix, the full-width `！`, is `!`'s too.
+    assert full_width == ["wide"]
     # `ctx.reply` is a message of the run too, before what the command returns.
     assert replied == ["replied through ctx", "and returned"]
     runs = [run async for run in AgentRun.objects.filter(
