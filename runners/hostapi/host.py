@@ -2,6 +2,7 @@
 `PluginInstallation`, binary storage in `PluginStorage`, the in-run APIs and LangBot's model,
 tool, knowledge and vector actions, and knowledge files."""
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 
@@ -48,10 +49,18 @@ def installation_for_sync(instance_id: str, author: str, name: str, version: str
 
 
 class DjangoHost(HostActions):
-    def __init__(self, instance_id: str):
+    def __init__(self, instance_id: str, database_ready: asyncio.Event | None = None):
         self.instance_id = instance_id
+        # Set once the database is migrated: `manage.py serve` starts the runtime while it
+        # migrates, and a plugin asks for its settings as soon as it starts.
+        self.database_ready = database_ready
+
+    async def _migrated(self) -> None:
+        if self.database_ready is not None:
+            await self.database_ready.wait()
 
     async def get_plugin_settings(self, plugin_author: str, plugin_name: str) -> dict:
+        await self._migrated()
         installation = await sync_to_async(installation_for_sync)(
             self.instance_id, plugin_author, plugin_name
         )
@@ -65,6 +74,7 @@ class DjangoHost(HostActions):
         }
 
     async def initialize_plugin_settings(self, data: dict) -> None:
+        await self._migrated()
         await sync_to_async(installation_for_sync)(
             self.instance_id, data.get("plugin_author", ""), data.get("plugin_name", "")
         )

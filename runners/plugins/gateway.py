@@ -87,8 +87,15 @@ class LocalGateway:
         link_args = {"url": url, "token": token} if url else {
             "runtime_dir": self.runtime_dir, "before_spawn": self._prepare_plugins,
             "sandbox": plugin_sandbox()}
-        self.link = RuntimeLink(DjangoHost(self.instance_id), self.instance_id,
-                                on_state_change=self._on_state_change, **link_args)
+        # Set once the database can be written (migrated). `manage.py serve` starts the runtime
+        # while it migrates: the plugins are handed over at once, and recorded once it is set.
+        if database_ready is None:
+            database_ready = asyncio.Event()
+            database_ready.set()
+        self.database_ready = database_ready
+        self.link = RuntimeLink(DjangoHost(self.instance_id, self.database_ready),
+                                self.instance_id, on_state_change=self._on_state_change,
+                                **link_args)
         self.plugins: list[dict] = []
         # What the last discovery stored: plugin runners, and the plugins that loaded.
         self.runner_ids: set[str] = set()
@@ -108,12 +115,6 @@ class LocalGateway:
         # requirements pip could not install (stdio mode only: a runtime of its own (ws)
         # loads its own plugins).
         self._held_back: dict[str, str] = {}
-        # Set once the database can be written (migrated). `manage.py serve` starts the runtime
-        # while it migrates: the plugins are handed over at once, and recorded once it is set.
-        if database_ready is None:
-            database_ready = asyncio.Event()
-            database_ready.set()
-        self.database_ready = database_ready
 
     # --- lifecycle -------------------------------------------------------------------------
 
