@@ -101,6 +101,8 @@ class AgentEventEnvelope(BaseModel):
     # the caller's own (the same id from another caller is another event); default its id.
     # Not sent to runners.
     idempotency_key: str | None = Field(default=None, max_length=255)
+    # The run this event's run is a step of (a workflow's step), if any.
+    parent_run_id: str | None = Field(default=None, max_length=64)
 
     @property
     def ledger_key(self) -> str:

@@ -32,6 +32,8 @@ class AgentRun(models.Model):
     agent_id = models.CharField(max_length=64, blank=True, default="")
     binding_id = models.CharField(max_length=255, blank=True, default="")
     runner_id = models.CharField(max_length=255)
+    # The run it is a step of (a workflow's), when it is one.
+    parent_run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     conversation_id = models.CharField(max_length=255, blank=True, default="")
     thread_id = models.CharField(max_length=255, blank=True, default="")
     project_id = models.CharField(max_length=64, blank=True, default="")

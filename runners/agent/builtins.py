@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from types import ModuleType
 
+from runners.agent import workflow as workflow_runner
 from runners.protocol import runner_result
 from runners.runtime.run_handle import RunHandle
 
@@ -41,6 +42,12 @@ async def llm_agent(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
         yield item
 
 
+async def workflow(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
+    """A workflow type's steps, one after another (see `workflow`)."""
+    async for item in workflow_runner.run(context, handle):
+        yield item
+
+
 BUILTIN_RUNNERS = {
     "builtin:echo": {
         "run": echo,
@@ -60,5 +67,14 @@ BUILTIN_RUNNERS = {
         # Its context lists the models and tools it may call, like a plugin runner's.
         "permissions": {"models": ["invoke", "stream", "count_tokens"],
                         "tools": ["detail", "call"], "knowledge_bases": ["list", "retrieve"]},
+    },
+    "builtin:workflow": {
+        "run": workflow,
+        "label": {"en_US": "Workflow"},
+        "description": {"en_US": "A workflow type's sub-agents as its steps, one after "
+                                 "another, each a run of its own; a step's reply is the next "
+                                 "one's message."},
+        "capabilities": {"streaming": False},
+        "permissions": {},
     },
 }

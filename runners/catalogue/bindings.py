@@ -9,7 +9,7 @@ binding at all, is a `BindingError` that says so.
 from django.db.models import Q
 
 from runners.catalogue import runner_config
-from runners.models import AgentInstance, AgentType, Binding, LLMModel
+from runners.models import AgentInstance, AgentKind, AgentType, Binding, LLMModel
 from runners.protocol import SCOPE_PRECEDENCE, AgentBinding
 
 
@@ -62,7 +62,8 @@ def _named_models_by_id(config: dict, runner_id: str) -> dict:
 
 
 def _langhost_config(agent_type: AgentType) -> dict:
-    return {
+    steps = {"steps": workflow_steps(agent_type)} if agent_type.kind in WORKFLOW_KINDS else {}
+    return {**steps,
         "name": agent_type.name,
         "description": agent_type.description,
         "prompt": agent_type.personality_prompt,
@@ -78,6 +79,33 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "skills": agent_type.skills,
         "expertise": agent_type.expertise,
     }
+
+
+WORKFLOW_KINDS = (AgentKind.SEQUENTIAL,)
+
+
+def workflow_steps(agent_type: AgentType) -> list[dict]:
+    """A workflow type's steps: its sub-agents, in order (`{agent_type_id, name,
+    output_key}`)."""
+    return [{"agent_type_id": str(link.child_id), "name": link.child.name,
+             "output_key": link.child.output_key}
+            for link in agent_type.sub_agent_links.select_related("child").order_by("position")]
+
+
+def step_binding(agent_type_id: str, variables: dict, timeout: float | None) -> AgentBinding:
+    """The binding a workflow's step runs with: its type's runner and config, its persona's
+    `{key}`s filled from the workflow's state (ADK's templating)."""
+    agent_type = AgentType.objects.get(pk=agent_type_id)
+    config = agent_runner_config(agent_type)
+    prompt = config.get("prompt") or ""
+    for key, value in variables.items():
+        prompt = prompt.replace(f"{{{key}}}", value if isinstance(value, str) else str(value))
+    binding = AgentBinding(
+        binding_id=f"step:{agent_type.pk}", runner_id=agent_type.runner_id,
+        runner_config={**config, "prompt": prompt},
+        state_policy={"state_scopes": ["actor", "runner"]},
+        event_plugins=agent_type.event_plugins)
+    return with_timeout(binding, timeout)
 
 
 def implied_agent_binding(agent: AgentInstance) -> AgentBinding:

@@ -13,10 +13,12 @@ from django.db import transaction
 
 from runners.box import services as box_services
 from runners.catalogue import runner_config
+from runners.catalogue.bindings import WORKFLOW_KINDS
 from runners.catalogue.trees import validate_trees
 from runners.models import (
     DEFAULT_RUNNER_ID,
     LLM_AGENT_RUNNER_ID,
+    WORKFLOW_RUNNER_ID,
     AgentType,
     PluginInstallation,
     SubAgent,
@@ -48,6 +50,8 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
     Raises CatalogueError naming the fields at fault.
     """
     changes = dict(changes)
+    if changes.get("kind") in WORKFLOW_KINDS:  # its steps are its sub-agents
+        changes["runner_id"] = WORKFLOW_RUNNER_ID
     if instance is None and not changes.get("runner_id"):
         changes["runner_id"] = default_runner(changes.get("primary_model") or "")
     candidate = copy.copy(instance) if instance is not None else AgentType()

@@ -265,6 +265,7 @@ async def start_run(run_id: str, event: AgentEventEnvelope, binding: AgentBindin
             "run_id": run_id, "event_id": event.event_id, "agent_id": event.agent_id or "",
             "actor_type": event.actor.actor_type, "actor_id": event.actor.actor_id or "",
             "binding_id": binding.binding_id, "runner_id": descriptor.id,
+            "parent_run_id": event.parent_run_id or "",
             "conversation_id": event.conversation_id or "",
             "thread_id": event.thread_id or "", "project_id": event.project_id or "",
             "deadline_at": deadline_at,

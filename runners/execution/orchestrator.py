@@ -32,6 +32,7 @@ from runners.execution import (
     sequences,
     steering,
 )
+from runners.execution.children import Children
 from runners.execution.journal import Journal
 from runners.execution.listeners import Listeners
 from runners.execution.results import IDLE, Results, Stop, next_result
@@ -204,6 +205,7 @@ class Orchestrator:
                                             skills=skills,
                                             runner_input=runner_input)
             handle.listeners = await Listeners.of_run(self.gateway, state, payload)
+            handle.children = Children(self.run_to_end, state)
             async for message in self._stream(state, payload, handle):
                 yield message
         except (GeneratorExit, asyncio.CancelledError):

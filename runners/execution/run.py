@@ -191,6 +191,8 @@ class LocalRunHandle:
         self.listeners = None
         # LangBot's query variables of the run (`runners.hostapi.query_api`).
         self.query_vars: dict = {}
+        # How the run starts its steps (`runners.execution.children.Children`).
+        self.children = None
 
     def _on_run_loop(self, act) -> bool:
         state = self._state
@@ -215,6 +217,10 @@ class LocalRunHandle:
 
     async def reply(self, message: dict) -> bool:
         return self._on_run_loop(lambda state: state.host_reply(message))
+
+    async def run_child(self, agent_type_id: str, name: str, text: str,
+                        variables: dict) -> dict:
+        return await self.children.run(agent_type_id, name, text, variables)
 
     def heard_by(self, plugin: str) -> bool:
         return self.listeners is not None and plugin in self.listeners.plugins

@@ -10,6 +10,7 @@ from runners.models.bindings import (
 from runners.models.catalogue import (
     DEFAULT_RUNNER_ID,
     LLM_AGENT_RUNNER_ID,
+    WORKFLOW_RUNNER_ID,
     AgentInstance,
     AgentKind,
     AgentType,
@@ -33,5 +34,5 @@ __all__ = [
     "KnowledgeRetrieval", "LLMModel", "MultitaskStrategy", "ModelProvider", "PluginInstallation", "PluginStorage", "RunnerDescriptor", "RuntimeWorker", "SubAgent",
     "default_delivery_policy", "default_resource_policy", "default_state_policy",
     "CommandDescriptor", "ToolDescriptor",
-    "McpServer",
+    "McpServer", "WORKFLOW_RUNNER_ID",
 ]

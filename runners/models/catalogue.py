@@ -8,11 +8,14 @@ from accounts.models import Project
 DEFAULT_RUNNER_ID = "builtin:echo"
 # The runner of a type created with a primary model and no runner of its own.
 LLM_AGENT_RUNNER_ID = "builtin:llm-agent"
+# The runner of a workflow type: it runs the type's sub-agents as its steps.
+WORKFLOW_RUNNER_ID = "builtin:workflow"
 
 
 class AgentKind(models.TextChoices):
     LLM = "llm", "LLM agent"
     WORKFLOW = "workflow", "Workflow agent"
+    SEQUENTIAL = "sequential", "Sequential workflow: its sub-agents one after another"
 
 
 class KnowledgeRetrieval(models.TextChoices):
@@ -116,6 +119,10 @@ class AgentType(models.Model):
         help_text="Save files sent inline in a message as conversation artifacts and hand the "
                   "runner a reference instead of the bytes.",
     )
+    output_key = models.CharField(
+        max_length=100, blank=True, default="",
+        help_text="As a step of a workflow: the state key its reply is kept under, which later "
+                  "steps' personas read as {key}.")
     command_prefix = models.CharField(
         max_length=8, blank=True, default="!",
         help_text="A message starting with it and a plugin command's name (`!weather Paris`) "

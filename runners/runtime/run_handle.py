@@ -25,6 +25,12 @@ class RunHandle(Protocol):
     # LangBot's query variables of the run (a command's or a listener's `set_query_var`).
     query_vars: dict
 
+    async def run_child(self, agent_type_id: str, name: str, text: str,
+                        variables: dict) -> dict:
+        """Run a step of the run (a workflow's): a run of that agent type, with this run as
+        its parent, `text` its message and `variables` its persona's `{key}`s; returns
+        `{run_id, status, status_reason, reply, usage, completed}` once it ended."""
+
     def heard_by(self, plugin: str) -> bool:
         """Whether `plugin` ("author/name") listens to the run's events."""
 

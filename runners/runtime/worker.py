@@ -92,6 +92,11 @@ class ForwardedRunHandle:
     def heard_by(self, plugin: str) -> bool:
         return False  # its listeners are told where it executes
 
+    async def run_child(self, agent_type_id: str, name: str, text: str,
+                        variables: dict) -> dict:
+        raise RuntimeError("a workflow's steps start where it executes, not from a runtime "
+                           "worker's host actions")
+
     def journal_model_call(self, row: dict) -> bool:
         return False  # the run's journal is in the other process: the call writes its row
 

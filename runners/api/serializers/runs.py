@@ -99,8 +99,9 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = AgentRun
         fields = [
-            "run_id", "event_id", "agent_id", "binding_id", "runner_id", "conversation_id",
-            "thread_id", "project_id", "status", "status_reason", "usage", "deadline_at",
+            "run_id", "event_id", "agent_id", "binding_id", "runner_id", "parent_run_id",
+            "conversation_id", "thread_id", "project_id", "status", "status_reason", "usage",
+            "deadline_at",
             "started_at", "finished_at", "cancel_requested_at", "duration_seconds", "created_at",
         ]
 

@@ -58,7 +58,9 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
     serializer_class = RunSerializer
     lookup_field = "run_id"
     lookup_value_regex = r"[^/]+"
-    filterset_fields = ["status", "runner_id", "agent_id", "conversation_id", "project_id"]
+    # `parent_run_id`: a workflow run's steps.
+    filterset_fields = ["status", "runner_id", "agent_id", "conversation_id", "project_id",
+                        "parent_run_id"]
     filter_backends = [DjangoFilterBackend]
     pagination_class = None  # its lists are keyset pages (`langhost.base.keyset`)
 
