@@ -51,6 +51,7 @@ from runners.agent.knowledge_search import (
 )
 from runners.agent.skill_tools import Skills
 from runners.agent.turns import Turn, handed_over, transfer_target, transfer_tool, turn_for
+from runners.agent.workflow import EXIT_LOOP, EXIT_LOOP_TOOL
 from runners.box import tools as box_tools
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
@@ -205,6 +206,11 @@ class _AgentRun:
         self.skills = await Skills.for_run(context, self.workspace)
         if self.skills is not None and ACTIVATE_SKILL not in self.granted:
             self.offered.append(self.skills.tool())
+        # A loop workflow's step may end the loop.
+        self.exits_loop = bool((context.get("config") or {}).get(EXIT_LOOP))
+        self.escalated = False
+        if self.exits_loop:
+            self.offered.append(EXIT_LOOP_TOOL)
 
     def _answering(self, name: str, call_id: str, entry: dict, refused: set):
         args, result = _arguments(entry), self.result
@@ -337,6 +343,11 @@ class _AgentRun:
                 continue
             asked = {call_id: entry for call_id, entry in self.calls.items()
                      if entry["name"] != TRANSFER_TOOL}
+            exiting = [call_id for call_id, entry in asked.items() if entry["name"] == EXIT_LOOP]
+            if exiting and self.exits_loop:
+                for item in self.exit_loop(exiting[0]):
+                    yield item
+                return
             if not asked:
                 return
             steps += 1
@@ -366,13 +377,23 @@ class _AgentRun:
                 self.skills.changed = False
                 yield self.result("state.updated", self.skills.state())
 
+    def exit_loop(self, call_id: str):
+        """`exit_loop`: recorded as a tool call; the run ends with the model's text, saying
+        the loop it is a step of is over."""
+        self.escalated = True
+        yield self.result("tool.call.started", {"tool_call_id": call_id, "tool_name": EXIT_LOOP,
+                                                "parameters": {}})
+        yield self.result("tool.call.completed", {"tool_call_id": call_id,
+                                                  "tool_name": EXIT_LOOP, "result": {}})
+
     def reply(self):
         message = {"role": "assistant", "content": self.text}
         if self.knowledge is not None and self.knowledge.citations:
             message["provider_specific_fields"] = {"citations": self.knowledge.citations}
         yield self.result("message.completed", {"message": message, "file_ids": []},
                           self.usage)
-        yield self.result("run.completed", {"finish_reason": "stop"}, self.usage)
+        yield self.result("run.completed",
+                          {"finish_reason": EXIT_LOOP if self.escalated else "stop"}, self.usage)
 
 
 async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:

@@ -62,8 +62,11 @@ def _named_models_by_id(config: dict, runner_id: str) -> dict:
 
 
 def _langhost_config(agent_type: AgentType) -> dict:
-    steps = {"steps": workflow_steps(agent_type)} if agent_type.kind in WORKFLOW_KINDS else {}
-    return {**steps,
+    workflow = {"workflow": agent_type.kind, "steps": workflow_steps(agent_type),
+                "max_iterations": agent_type.max_iterations,
+                "continue_on_step_failure": agent_type.continue_on_step_failure,
+                } if agent_type.kind in WORKFLOW_KINDS else {}
+    return {**workflow,
         "name": agent_type.name,
         "description": agent_type.description,
         "prompt": agent_type.personality_prompt,
@@ -81,7 +84,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
     }
 
 
-WORKFLOW_KINDS = (AgentKind.SEQUENTIAL,)
+WORKFLOW_KINDS = (AgentKind.SEQUENTIAL, AgentKind.PARALLEL, AgentKind.LOOP)
 
 
 def workflow_steps(agent_type: AgentType) -> list[dict]:
@@ -92,11 +95,13 @@ def workflow_steps(agent_type: AgentType) -> list[dict]:
             for link in agent_type.sub_agent_links.select_related("child").order_by("position")]
 
 
-def step_binding(agent_type_id: str, variables: dict, timeout: float | None) -> AgentBinding:
-    """The binding a workflow's step runs with: its type's runner and config, its persona's
-    `{key}`s filled from the workflow's state (ADK's templating)."""
+def step_binding(agent_type_id: str, variables: dict, timeout: float | None,
+                 extra_config: dict) -> AgentBinding:
+    """The binding a workflow's step runs with: its type's runner and config (with
+    `extra_config`), its persona's `{key}`s filled from the workflow's state (ADK's
+    templating)."""
     agent_type = AgentType.objects.get(pk=agent_type_id)
-    config = agent_runner_config(agent_type)
+    config = {**agent_runner_config(agent_type), **extra_config}
     prompt = config.get("prompt") or ""
     for key, value in variables.items():
         prompt = prompt.replace(f"{{{key}}}", value if isinstance(value, str) else str(value))

@@ -28,17 +28,19 @@ class Children:
             return STEP_TIMEOUT_SECONDS
         return max(self.state.deadline - time.time(), 0.1)
 
-    async def run(self, agent_type_id: str, name: str, text: str, variables: dict) -> dict:
+    async def run(self, agent_type_id: str, name: str, text: str, variables: dict,
+                  extra_config: dict) -> dict:
         """`{run_id, status, status_reason, reply, usage}` of the step: a run of that agent
         type with `text` as its message."""
-        binding: AgentBinding = await sync_to_async(step_binding)(agent_type_id, variables,
-                                                                  self._timeout())
+        binding: AgentBinding = await sync_to_async(step_binding)(
+            agent_type_id, variables, self._timeout(), extra_config)
         parent = self.state.event
         event = AgentEventEnvelope(
             event_type=STEP_EVENT, source="workflow", project_id=parent.project_id,
             agent_id=parent.agent_id, actor=parent.actor, input={"text": text},
             parent_run_id=self.state.run_id)
-        outcome = await self.run_to_end(event, binding, agent_name=name)
+        # Announced: its row is written at once, so the tree shows the step under way.
+        outcome = await self.run_to_end(event, binding, agent_name=name, announced=True)
         replies = [message["data"]["message"] for message in outcome.get("messages") or []
                    if message["type"] == "message.completed"
                    and isinstance(message["data"].get("message"), dict)]

@@ -218,9 +218,10 @@ class LocalRunHandle:
     async def reply(self, message: dict) -> bool:
         return self._on_run_loop(lambda state: state.host_reply(message))
 
-    async def run_child(self, agent_type_id: str, name: str, text: str,
-                        variables: dict) -> dict:
-        return await self.children.run(agent_type_id, name, text, variables)
+    async def run_child(self, agent_type_id: str, name: str, text: str, variables: dict,
+                        extra_config: dict | None = None) -> dict:
+        return await self.children.run(agent_type_id, name, text, variables,
+                                       extra_config or {})
 
     def heard_by(self, plugin: str) -> bool:
         return self.listeners is not None and plugin in self.listeners.plugins

@@ -16,6 +16,8 @@ class AgentKind(models.TextChoices):
     LLM = "llm", "LLM agent"
     WORKFLOW = "workflow", "Workflow agent"
     SEQUENTIAL = "sequential", "Sequential workflow: its sub-agents one after another"
+    PARALLEL = "parallel", "Parallel workflow: its sub-agents at the same time, on one input"
+    LOOP = "loop", "Loop workflow: its sub-agents in turn, again until one exits the loop"
 
 
 class KnowledgeRetrieval(models.TextChoices):
@@ -123,6 +125,11 @@ class AgentType(models.Model):
         max_length=100, blank=True, default="",
         help_text="As a step of a workflow: the state key its reply is kept under, which later "
                   "steps' personas read as {key}.")
+    max_iterations = models.PositiveIntegerField(
+        default=10, help_text="A loop workflow: the most times its steps run.")
+    continue_on_step_failure = models.BooleanField(
+        default=False, help_text="A parallel workflow: a step that fails leaves the others' "
+                                 "replies as the workflow's, instead of failing it.")
     command_prefix = models.CharField(
         max_length=8, blank=True, default="!",
         help_text="A message starting with it and a plugin command's name (`!weather Paris`) "

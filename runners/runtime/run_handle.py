@@ -25,10 +25,11 @@ class RunHandle(Protocol):
     # LangBot's query variables of the run (a command's or a listener's `set_query_var`).
     query_vars: dict
 
-    async def run_child(self, agent_type_id: str, name: str, text: str,
-                        variables: dict) -> dict:
+    async def run_child(self, agent_type_id: str, name: str, text: str, variables: dict,
+                        extra_config: dict | None = None) -> dict:
         """Run a step of the run (a workflow's): a run of that agent type, with this run as
-        its parent, `text` its message and `variables` its persona's `{key}`s; returns
+        its parent, `text` its message, `variables` its persona's `{key}`s and
+        `extra_config` added to its config; returns
         `{run_id, status, status_reason, reply, usage, completed}` once it ended."""
 
     def heard_by(self, plugin: str) -> bool:

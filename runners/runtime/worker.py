@@ -92,8 +92,8 @@ class ForwardedRunHandle:
     def heard_by(self, plugin: str) -> bool:
         return False  # its listeners are told where it executes
 
-    async def run_child(self, agent_type_id: str, name: str, text: str,
-                        variables: dict) -> dict:
+    async def run_child(self, agent_type_id: str, name: str, text: str, variables: dict,
+                        extra_config: dict | None = None) -> dict:
         raise RuntimeError("a workflow's steps start where it executes, not from a runtime "
                            "worker's host actions")
 

@@ -4,6 +4,8 @@ message, a step's `output_key` keeps its reply for the later steps' personas (`{
 last reply is the workflow's and its tokens are the sum of its steps'. A step that fails
 fails the workflow, naming it. Scripted model server on 127.0.0.1."""
 
+import asyncio
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -12,9 +14,11 @@ from ledger.selectors import runs as readers
 from runners.catalogue import services
 from runners.conversations.input import Part
 from runners.models import LLM_AGENT_RUNNER_ID, WORKFLOW_RUNNER_ID, AgentInstance, AgentType
+from runners.runtime.host_process import host_process
 from runners.tests.conversation_fixtures import through_the_door
 from runners.tests.providers.conftest import make_model  # noqa: F401 (a fixture)
 from tests.fake_providers import Reply, openai_server  # noqa: F401 (a fixture)
+from tests.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,3 +93,84 @@ async def test_a_step_that_fails_fails_the_workflow_naming_it(user, project, scr
     steps = [run.status async for run in AgentRun.objects.filter(
         parent_run_id=outcome["run_id"]).order_by("created_at", "id")]
     assert steps == ["completed", "failed"]
+
+
+def by_persona(replies: dict[str, str], pace: float = 0.0) -> Reply:
+    """A reply chosen by the step asking (a word of its persona), for steps asking at once."""
+    def answer(body: dict) -> Reply:
+        system = body["messages"][0]["content"]
+        return Reply(text=next(text for word, text in replies.items() if word in system),
+                     pace=pace)
+    return Reply(answer=answer)
+
+
+async def test_parallel_steps_run_at_once_and_the_reply_gathers_theirs_in_order(
+        user, project, scripted):
+    agent = await workflow_of(project, {"name": "North", "personality_prompt": "Watch north."},
+                              {"name": "South", "personality_prompt": "Watch south."})
+    await AgentType.objects.filter(pk=agent.agent_type_id).aupdate(kind="parallel")
+    answers = {"north": "Calm in the north.", "south": "Storm in the south."}
+    scripted.script(by_persona(answers, pace=0.1), by_persona(answers, pace=0.1))
+
+    outcome, _ = await through_the_door(user, agent, [Part(text="Report.")])
+
+    assert outcome["status"] == "completed", outcome
+    (reply,) = [message["data"]["message"]["content"] for message in outcome["messages"]
+                if message["type"] == "message.completed"]
+    assert reply == "North: Calm in the north.\n\nSouth: Storm in the south."
+    # Each step read the workflow's message, not the other's reply.
+    assert [call.body["messages"][-1]["content"] for call in scripted.calls()] == \
+        ["Report.", "Report."]
+    north, south = [run async for run in AgentRun.objects.filter(
+        parent_run_id=outcome["run_id"]).order_by("metadata_json__agent_name")]
+    assert north.started_at < south.finished_at and south.started_at < north.finished_at
+
+
+EXIT = Reply(text="Good enough.", tool_calls=[{"id": "exit-1", "name": "exit_loop",
+                                               "arguments": "{}"}])
+
+
+async def test_a_loop_runs_until_a_step_exits_it_or_its_iterations_run_out(
+        user, project, scripted):
+    agent = await workflow_of(project, {"name": "Writer"}, {"name": "Critic"})
+    await AgentType.objects.filter(pk=agent.agent_type_id).aupdate(kind="loop")
+    scripted.script(Reply(text="v1"), Reply(text="Again."), Reply(text="v2"),
+                    Reply(text="Again."), Reply(text="v3"), EXIT)
+
+    exited, _ = await through_the_door(user, agent, [Part(text="Write a line.")])
+
+    assert exited["status"] == "completed", exited
+    steps = [run.metadata_json["agent_name"] async for run in AgentRun.objects.filter(
+        parent_run_id=exited["run_id"]).order_by("created_at", "id")]
+    assert steps == ["Writer", "Critic"] * 3
+    offered = {tool["function"]["name"] for tool in scripted.calls()[1].body["tools"]}
+    assert "exit_loop" in offered
+    (reply,) = [message["data"]["message"]["content"] for message in exited["messages"]
+                if message["type"] == "message.completed"]
+    assert reply == "Good enough."
+
+    await AgentType.objects.filter(pk=agent.agent_type_id).aupdate(max_iterations=2)
+    scripted.script(*[Reply(text="again") for _ in range(4)])
+    bounded, _ = await through_the_door(user, agent, [Part(text="Write a line.")])
+    assert await AgentRun.objects.filter(parent_run_id=bounded["run_id"]).acount() == 4
+
+
+async def test_cancelling_a_workflow_cancels_the_step_under_way(user, project, scripted):
+    agent = await workflow_of(project, {"name": "Slow"}, {"name": "Never"})
+    scripted.script(Reply(stall=True))
+    answering = asyncio.ensure_future(through_the_door(user, agent, [Part(text="Think.")]))
+    step = None
+    for _ in range(int(scaled(200))):
+        step = await AgentRun.objects.exclude(parent_run_id="").filter(status="running").afirst()
+        if step is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert step is not None, "the first step never started"
+
+    await host_process().cancel(step.parent_run_id, "stop the workflow")
+    outcome, _ = await answering
+
+    assert outcome["status"] == "cancelled"
+    steps = [(run.metadata_json["agent_name"], run.status) async for run in
+             AgentRun.objects.filter(parent_run_id=step.parent_run_id)]
+    assert steps == [("Slow", "cancelled")]
