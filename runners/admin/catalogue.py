@@ -58,12 +58,14 @@ class AgentTypeForm(forms.ModelForm):
             "is_active",
             "runner_id",
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
-            "save_input_blobs_as_artifacts", "command_prefix", "event_plugins",
+            "save_input_blobs_as_artifacts", "command_prefix", "event_plugins", "output_key",
+            "max_iterations", "continue_on_step_failure",
         ]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["knowledge_retrieval"].required = False  # left out: the default
+        self.fields["max_iterations"].required = False  # left out: the default
         saved = None if self.instance._state.adding else self.instance
         self._pick_models(saved)
         servers = list(saved.mcp_servers) if saved and isinstance(saved.mcp_servers, list) else []
@@ -127,6 +129,11 @@ class AgentTypeForm(forms.ModelForm):
 
     def clean_knowledge_bases(self):
         return [str(knowledge_base.pk) for knowledge_base in self.cleaned_data["knowledge_bases"]]
+
+    def clean_max_iterations(self):
+        value = self.cleaned_data.get("max_iterations")
+        return value if value is not None else AgentType._meta.get_field(
+            "max_iterations").default
 
     def clean(self):
         """The catalogue's rules, as the API applies them (`catalogue.services`)."""
