@@ -14,12 +14,17 @@ from runners.models import AgentKind
 BOX_WIDTH, BOX_HEIGHT = 180, 52
 GAP_X, GAP_Y = 24, 44
 NAME_CHARS = 24
+# How a workflow runs its sub-agents, as its box says.
+WORKFLOW_STEPS = {AgentKind.SEQUENTIAL: "steps in order →", AgentKind.PARALLEL: "steps at once ⇉",
+                  AgentKind.LOOP: "steps in a loop ↻"}
 
 
 def transfers(node: AgentNode, is_root: bool) -> str:
     """Where the agent may hand the turn besides its sub-agents, as ADK's rules allow it."""
     if node.kind == AgentKind.WORKFLOW:
         return "workflow: no transfers"
+    if node.kind in WORKFLOW_STEPS:
+        return WORKFLOW_STEPS[node.kind]
     allowed = []
     if not is_root and not node.disallow_transfer_to_parent:
         allowed.append("parent")

@@ -5,6 +5,8 @@ last reply is the workflow's and its tokens are the sum of its steps'. A step th
 fails the workflow, naming it. Scripted model server on 127.0.0.1."""
 
 import asyncio
+import html
+import re
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -23,8 +25,7 @@ from tests.timing import scaled
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@sync_to_async
-def workflow_of(project, *steps: dict) -> AgentInstance:
+def workflow_of_sync(project, *steps: dict) -> AgentInstance:
     """A sequential type whose sub-agents are built-in agents with these fields, in order."""
     children = [AgentType.objects.create(slug=f"step-{n}", runner_id=LLM_AGENT_RUNNER_ID,
                                          primary_model="scripted", **fields)
@@ -33,6 +34,20 @@ def workflow_of(project, *steps: dict) -> AgentInstance:
         None, {"name": "Writers' room", "slug": "writers-room", "kind": "sequential"},
         [child.pk for child in children]), [child.pk for child in children])
     return AgentInstance.objects.create(name="Room", project=project, agent_type=workflow)
+
+
+workflow_of = sync_to_async(workflow_of_sync)
+
+
+def test_the_admin_draws_a_workflow_and_its_steps(project, admin_browser):
+    agent = workflow_of_sync(project, {"name": "Drafter"}, {"name": "Editor"})
+
+    page = admin_browser.get(f"/admin/runners/agenttype/{agent.agent_type_id}/change/")
+
+    assert page.status_code == 200
+    assert "steps in order →" in page.content.decode()
+    assert [html.unescape(name) for name in re.findall(
+        r'data-agent="([^"]+)"', page.content.decode())] == ["Writers' room", "Drafter", "Editor"]
 
 
 @pytest.fixture
