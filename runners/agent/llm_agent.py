@@ -32,14 +32,11 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 
-from ledger.models import entry_text
-from ledger.selectors import conversations as conversation_selectors
 from ledger.selectors import runs as run_selectors
 from ledger.services.artifacts import ArtifactError
 from runners.agent import skill_tools, tool_approval, tool_calls
 from runners.agent.conversation_files import (
     LOAD_TOOL,
-    MAX_IMAGES,
     VISION,
     ConversationFiles,
 )
@@ -49,21 +46,21 @@ from runners.agent.knowledge_search import (
     KnowledgeSearch,
     SearchError,
 )
+from runners.agent.prompt import conversation_history, system_prompt, trimmed
 from runners.agent.skill_tools import Skills
 from runners.agent.turns import Turn, handed_over, transfer_target, transfer_tool, turn_for
 from runners.agent.workflow import EXIT_LOOP, EXIT_LOOP_TOOL
 from runners.box import tools as box_tools
+from runners.catalogue import output_schema
 from runners.catalogue.agent_routing import (
     TRANSFER_TOOL,
 )
 from runners.grants.tools import ACTIVATE_SKILL
 from runners.models import LLM_AGENT_RUNNER_ID
 from runners.protocol import runner_result
-from runners.providers import tokens
 from runners.providers.calls import CallInfo
 from runners.providers.errors import ProviderError
 from runners.providers.fallback import stream_with_fallback
-from runners.providers.messages import parse
 from runners.runtime.run_handle import RunHandle
 from runners.tools.errors import ToolError
 
@@ -71,7 +68,6 @@ from runners.tools.errors import ToolError
 MAX_TRANSFERS = 5
 # A turn calls tools at most this many rounds: then the run fails rather than loop on.
 MAX_TOOL_STEPS = 10
-HISTORY_ROWS = 200
 # Kept free in the context window for the reply when the params set no max_tokens.
 REPLY_RESERVE_TOKENS = 1024
 
@@ -86,53 +82,6 @@ class _Results:
     def __call__(self, type_: str, data: dict, usage: dict | None = None) -> dict:
         self.sequence += 1
         return runner_result(self.run_id, self.sequence, type_, data, usage)
-
-
-def system_prompt(config: dict) -> str:
-    parts = [config.get("prompt") or ""]
-    identity = f"You are {config['name']}" if config.get("name") else ""
-    if identity and config.get("description"):
-        identity += f": {config['description']}"
-    parts.append(identity)
-    expertise = config.get("expertise")
-    if isinstance(expertise, list) and expertise:
-        parts.append("Your expertise: " + ", ".join(str(item) for item in expertise) + ".")
-    return "\n\n".join(part for part in parts if part)
-
-
-async def _history(conversation_id: str | None, user_text: str,
-                   files: ConversationFiles | None, vision: bool) -> list[dict]:
-    """The conversation's messages, oldest first (the user's message of this run included);
-    for a vision model, the images the user sent as image parts of their messages (the
-    newest MAX_IMAGES)."""
-    if not conversation_id:
-        return [{"role": "user", "content": user_text}]
-    rows = await conversation_selectors.latest_rows(conversation_id, HISTORY_ROWS)
-    history, images = [], 0
-    for row in rows:  # newest first
-        text = entry_text(row["content"], row["content_json"])
-        message = {"role": row["role"] if row["role"] in ("user", "assistant") else "user",
-                   "content": text}
-        if vision and files is not None and row["role"] == "user" and images < MAX_IMAGES:
-            parts = (await files.image_parts(row["attachment_refs"]))[:MAX_IMAGES - images]
-            if parts:
-                images += len(parts)
-                message["content"] = [{"type": "text", "text": text}, *parts]
-        history.append(message)
-    return list(reversed(history)) or [{"role": "user", "content": user_text}]
-
-
-def trimmed(system: list[dict], history: list[dict], window: int, reserve: int) -> list[dict]:
-    """System messages and as much recent history as fits the window, the newest kept."""
-    budget = window - reserve - tokens.estimate(*parse(system, []))
-    kept: list[dict] = []
-    for message in reversed(history):
-        cost = tokens.estimate(*parse([message], []))
-        if kept and cost > budget:
-            break
-        kept.append(message)
-        budget -= cost
-    return system + list(reversed(kept))
 
 
 async def _granted_tools(context: dict) -> dict[str, dict]:
@@ -182,6 +131,8 @@ class _AgentRun:
         self.turn: Turn | None = None
         # The system messages of the agent whose prompt the run's event listeners changed.
         self.listened_system: list[dict] | None = None
+        # The reply parsed, when the agent type has an output schema.
+        self.structured = None
         self.prompted: Turn | None = None
 
     async def offer_tools(self) -> None:
@@ -243,7 +194,7 @@ class _AgentRun:
         """The agent whose turn it is, the conversation so far, what an automatic knowledge
         search finds, and the calls a user's answer to a question lets go on."""
         self.turn = await turn_for(self.context.get("config") or {})
-        self.history = await _history(self.conversation_id, self.user_text, self.files,
+        self.history = await conversation_history(self.conversation_id, self.user_text, self.files,
                                       VISION in (self.turn.models[0].abilities or []))
         persona = [{"role": "system", "content": system_prompt(self.turn.config)}]
         system, self.history = await self.handle.prompt(persona, self.history)
@@ -277,6 +228,10 @@ class _AgentRun:
         window = turn.models[0].context_window
         reserve = int(params.get("max_tokens") or REPLY_RESERVE_TOKENS)
         extra = self.found + (self.skills.instructions() if self.skills else "")
+        if schema := turn.config.get("output_schema"):
+            extra += output_schema.instructions(schema)
+            if all(model.provider.kind == output_schema.OPENAI for model in turn.models):
+                params["response_format"] = output_schema.response_format(schema)
         if self.listened_system is not None and turn is self.prompted:
             system = [*self.listened_system,
                       *([{"role": "system", "content": extra.strip()}] if extra else [])]
@@ -386,10 +341,37 @@ class _AgentRun:
         yield self.result("tool.call.completed", {"tool_call_id": call_id,
                                                   "tool_name": EXIT_LOOP, "result": {}})
 
+    async def checked_output(self):
+        """With an output schema, the reply parsed and checked (`self.structured`): asked once
+        more on a mismatch, saying what was wrong; the run fails `output.invalid` after."""
+        schema = self.turn.config.get("output_schema")
+        for attempt in (1, 2):
+            self.structured, problem = output_schema.parsed(self.text, schema)
+            if problem is None:
+                return
+            if attempt == 2:
+                self.ended = True
+                yield self.result("run.failed", {"code": "output.invalid", "error": (
+                    f"the reply does not match the output schema: {problem}")}, self.usage)
+                return
+            self.history = [*self.history, {"role": "assistant", "content": self.text},
+                            {"role": "user", "content": (
+                                f"That answer does not match the output schema: {problem}. "
+                                "Answer again with only JSON that matches it.")}]
+            async for item in self.steps():
+                yield item
+            if self.ended:
+                return
+
     def reply(self):
         message = {"role": "assistant", "content": self.text}
+        fields = {}
         if self.knowledge is not None and self.knowledge.citations:
-            message["provider_specific_fields"] = {"citations": self.knowledge.citations}
+            fields["citations"] = self.knowledge.citations
+        if self.structured is not None:
+            fields["structured_output"] = self.structured
+        if fields:
+            message["provider_specific_fields"] = fields
         yield self.result("message.completed", {"message": message, "file_ids": []},
                           self.usage)
         yield self.result("run.completed",
@@ -404,6 +386,9 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
             yield item
         async for item in agent.steps():
             yield item
+        if not agent.ended and agent.turn.config.get("output_schema"):
+            async for item in agent.checked_output():
+                yield item
         if not agent.ended:
             for item in agent.reply():
                 yield item

@@ -81,6 +81,7 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "box_network": agent_type.box_network,
         "skills": agent_type.skills,
         "expertise": agent_type.expertise,
+        "output_schema": agent_type.output_schema,
     }
 
 

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from runners.box import services as box_services
-from runners.catalogue import runner_config
+from runners.catalogue import output_schema, runner_config
 from runners.catalogue.bindings import WORKFLOW_KINDS
 from runners.catalogue.trees import validate_trees
 from runners.models import (
@@ -77,6 +77,9 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
         errors["box_enabled"] = [why]
     if "event_plugins" in changes and (why := _event_plugins_problem(changes["event_plugins"])):
         errors["event_plugins"] = [why]
+    if changes.get("output_schema") is not None and (
+            why := output_schema.schema_problem(changes["output_schema"])):
+        errors["output_schema"] = [f"The output schema {why}."]
     if errors:
         raise CatalogueError(errors)
     return changes

@@ -125,6 +125,11 @@ class AgentType(models.Model):
         max_length=100, blank=True, default="",
         help_text="As a step of a workflow: the state key its reply is kept under, which later "
                   "steps' personas read as {key}.")
+    output_schema = models.JSONField(
+        null=True, blank=True, default=None,
+        help_text="A JSON Schema its reply must match (the built-in LLM agent): the model is "
+                  "asked for JSON of that shape, asked once more on a mismatch, and the run "
+                  "fails output.invalid otherwise.")
     max_iterations = models.PositiveIntegerField(
         default=10, help_text="A loop workflow: the most times its steps run.")
     continue_on_step_failure = models.BooleanField(

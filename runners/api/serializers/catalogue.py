@@ -54,6 +54,11 @@ class AgentTypeSerializer(serializers.ModelSerializer):
         help_text='Plugins ("author/name", `GET /plugins`) whose event listeners see its '
                   "agents' messages, prompts and replies, in this order; [] for none; null (the "
                   "default) for every enabled plugin that listens, by priority.")
+    output_schema = serializers.JSONField(
+        required=False, allow_null=True, validators=[limit_json_size],
+        help_text="A JSON Schema its reply must match (the built-in LLM agent asks its model "
+                  "for it, asks once more on a mismatch, else fails the run output.invalid); "
+                  "null for free text.")
     runner_config = serializers.JSONField(
         required=False, validators=[limit_json_size],
         help_text="Values for the runner's own config fields (`GET /runners/{id}`: "
@@ -82,7 +87,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "is_active",
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "command_prefix", "event_plugins", "output_key",
-            "max_iterations", "continue_on_step_failure", "runner_config",
+            "max_iterations", "continue_on_step_failure", "output_schema", "runner_config",
             "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
             "created_at", "updated_at",
