@@ -149,6 +149,9 @@ class AgentBinding(BaseModel):
     # The plugins whose event listeners hear the run ("author/name", in order): its agent
     # type's `event_plugins`; None for every enabled plugin that listens, [] for none.
     event_plugins: list[str] | None = None
+    # Its agent type's guardrails (`runners.execution.guardrails`): `{input: [...],
+    # output: [...]}`.
+    guardrails: dict[str, Any] | None = None
 
     @field_validator("runner_config")
     @classmethod

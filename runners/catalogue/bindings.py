@@ -110,7 +110,7 @@ def step_binding(agent_type_id: str, variables: dict, timeout: float | None,
         binding_id=f"step:{agent_type.pk}", runner_id=agent_type.runner_id,
         runner_config={**config, "prompt": prompt},
         state_policy={"state_scopes": ["actor", "runner"]},
-        event_plugins=agent_type.event_plugins)
+        event_plugins=agent_type.event_plugins, guardrails=agent_type.guardrails or None)
     return with_timeout(binding, timeout)
 
 
@@ -123,6 +123,7 @@ def implied_agent_binding(agent: AgentInstance) -> AgentBinding:
         runner_config=agent_runner_config(agent.agent_type),
         state_policy={"state_scopes": ["conversation", "actor", "subject", "runner"]},
         event_plugins=agent.agent_type.event_plugins,
+        guardrails=agent.agent_type.guardrails or None,
     )
 
 
@@ -150,8 +151,9 @@ def resolve(*, agent: AgentInstance | None = None, conversation_id: str | None =
                 f"{candidates[0].binding_id} and {candidates[1].binding_id}; disable one.")
         if candidates:
             binding = to_protocol(candidates[0])
-            if agent is not None:  # which plugins hear its runs is the agent type's to say
+            if agent is not None:  # which plugins hear its runs, its guardrails: its type's
                 binding.event_plugins = agent.agent_type.event_plugins
+                binding.guardrails = agent.agent_type.guardrails or None
             break
     if binding is None:
         if agent is None:

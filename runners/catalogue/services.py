@@ -7,6 +7,7 @@ sub-agents together.
 """
 
 import copy
+import re
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -20,6 +21,7 @@ from runners.models import (
     LLM_AGENT_RUNNER_ID,
     WORKFLOW_RUNNER_ID,
     AgentType,
+    LLMModel,
     PluginInstallation,
     SubAgent,
 )
@@ -77,6 +79,8 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
         errors["box_enabled"] = [why]
     if "event_plugins" in changes and (why := _event_plugins_problem(changes["event_plugins"])):
         errors["event_plugins"] = [why]
+    if changes.get("guardrails") and (why := _guardrails_problem(changes["guardrails"])):
+        errors["guardrails"] = [why]
     if changes.get("output_schema") is not None and (
             why := output_schema.schema_problem(changes["output_schema"])):
         errors["output_schema"] = [f"The output schema {why}."]
@@ -94,6 +98,35 @@ def _event_plugins_problem(value) -> str | None:
     known = {installation.plugin_id for installation in PluginInstallation.objects.all()}
     unknown = [name for name in dict.fromkeys(value) if name not in known]
     return f"Unknown plugin(s): {', '.join(unknown)}." if unknown else None
+
+
+def _guardrails_problem(value) -> str | None:
+    """Why `guardrails` cannot be stored: `{input: [...], output: [...]}`, each a named check
+    of `patterns` (regular expressions) or of a registered `model` with its `prompt`."""
+    if not isinstance(value, dict) or set(value) - {"input", "output"}:
+        return 'An object with "input" and "output" lists of guardrails.'
+    for stage, rules in value.items():
+        if not isinstance(rules, list):
+            return f"{stage}: a list of guardrails."
+        for number, rule in enumerate(rules, start=1):
+            where = f"{stage}[{number}]"
+            if not isinstance(rule, dict) or not isinstance(rule.get("name"), str) \
+                    or not rule["name"]:
+                return f"{where}: an object with a name."
+            if "patterns" in rule:
+                patterns = rule["patterns"]
+                if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                    return f"{where}: patterns is a list of regular expressions."
+                for pattern in patterns:
+                    try:
+                        re.compile(pattern)
+                    except re.error as exc:
+                        return f"{where}: {pattern!r} is no regular expression ({exc})."
+            elif not (isinstance(rule.get("model"), str) and isinstance(rule.get("prompt"), str)
+                      and LLMModel.objects.filter(name=rule["model"]).exists()):
+                return (f"{where}: patterns, or a registered model and the prompt it checks "
+                        "with.")
+    return None
 
 
 @transaction.atomic

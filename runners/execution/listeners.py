@@ -11,13 +11,13 @@ the runtime nothing.
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
 from runners.execution.run import RunState
 from runners.models import RunnerDescriptor
 from runners.plugins import events
-from runners.protocol import MESSAGE_EVENT
+from runners.protocol import MESSAGE_EVENT, runner_result
 from runners.runtime.errors import RuntimeLinkError
 from runners.runtime.loop_bound import Gateway
 
@@ -101,6 +101,24 @@ class Listeners:
             return True, events.reply_message(after)
         self.rewritten = events.altered_input(after)
         return False, None
+
+    async def around(self, payload: dict,
+                     invoke: Callable[[dict], AsyncIterator[dict]]) -> AsyncIterator[dict]:
+        """The runner's results (`invoke(payload)`), the listeners told of the message first
+        (they may answer in the runner's place, or change what it reads) and of each reply."""
+        stopped, reply = await self.received()
+        if stopped:
+            if reply is not None:
+                yield runner_result(self.state.run_id, 1, "message.completed",
+                                    {"message": reply, "file_ids": []})
+            yield runner_result(self.state.run_id, 2 if reply else 1, "run.completed",
+                                {"finish_reason": "stop"})
+            return
+        if self.rewritten is not None:
+            payload = {**payload, "input": {**payload["input"], "text": self.rewritten}}
+        async with aclosing(self.replies_heard(invoke(payload))) as results:
+            async for result in results:
+                yield result
 
     async def responded(self, message: dict) -> dict | None:
         """The reply as the listeners leave it: replaced, or None when withheld."""

@@ -33,6 +33,7 @@ from runners.execution import (
     steering,
 )
 from runners.execution.children import Children
+from runners.execution.guardrails import Guardrails
 from runners.execution.journal import Journal
 from runners.execution.listeners import Listeners
 from runners.execution.results import IDLE, Results, Stop, next_result
@@ -53,7 +54,6 @@ from runners.protocol import (
     ConversationBusy,
     RunRefused,
     new_run_id,
-    runner_result,
 )
 from runners.runtime.host_process import host_process
 from runners.runtime.link import RuntimeLinkError
@@ -302,26 +302,6 @@ class Orchestrator:
             return self.gateway.execute_command(descriptor, payload, max(item_timeout, 1.0))
         return self.gateway.run_runner(descriptor, payload, max(item_timeout, 1.0))
 
-    async def _listened(self, state: RunState, payload: dict,
-                        handle: LocalRunHandle) -> AsyncIterator[dict]:
-        """The runner's results, its listeners told of the message first (they may answer in
-        the runner's place, or change what it reads) and of each reply."""
-        listeners = handle.listeners
-        stopped, reply = await listeners.received()
-        if stopped:
-            if reply is not None:
-                yield runner_result(state.run_id, 1, "message.completed",
-                                    {"message": reply, "file_ids": []})
-            yield runner_result(state.run_id, 2 if reply else 1, "run.completed",
-                                {"finish_reason": "stop"})
-            return
-        if listeners.rewritten is not None:
-            payload = {**payload, "input": {**payload["input"], "text": listeners.rewritten}}
-        async with aclosing(listeners.replies_heard(
-                self._invoke(state, payload, handle))) as results:
-            async for result in results:
-                yield result
-
     async def _stream(self, state: RunState, payload: dict,
                       handle: LocalRunHandle) -> AsyncIterator[RunMessage]:
         """The run's messages for its caller, each once the ledger has committed it.
@@ -331,9 +311,12 @@ class Orchestrator:
         it, one transaction instead of one each. Streamed text (deltas) never waits: its time
         to first token is the runner's. What the runner said before it failed still reaches
         the caller."""
-        results = Results(deltas.coalesced(
-            self._invoke(state, payload, handle) if handle.listeners is None
-            else self._listened(state, payload, handle)))
+        source = (self._invoke(state, payload, handle) if handle.listeners is None
+                  else handle.listeners.around(
+                      payload, lambda told: self._invoke(state, told, handle)))
+        if guardrails := Guardrails.of_run(state, handle):
+            source = guardrails.guarded(state.event.input.text or "", source)
+        results = Results(deltas.coalesced(source))
         held: list[RunMessage] = []
         due = 0.0  # when the first held message must reach the caller
         over, stop, failure = False, None, None

@@ -130,6 +130,12 @@ class AgentType(models.Model):
         help_text="A JSON Schema its reply must match (the built-in LLM agent): the model is "
                   "asked for JSON of that shape, asked once more on a mismatch, and the run "
                   "fails output.invalid otherwise.")
+    guardrails = models.JSONField(
+        default=dict, blank=True,
+        help_text='Checks of its runs\' message and replies: {"input": [...], "output": [...]}, '
+                  'each {"name", "patterns": [regular expressions]} or {"name", "model", '
+                  '"prompt"} (the model answers PASS or BLOCK). A tripped one ends the run '
+                  "guardrail.tripped.")
     max_iterations = models.PositiveIntegerField(
         default=10, help_text="A loop workflow: the most times its steps run.")
     continue_on_step_failure = models.BooleanField(
