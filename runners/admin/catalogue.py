@@ -60,6 +60,7 @@ class AgentTypeForm(forms.ModelForm):
             "runner_config", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "command_prefix", "event_plugins", "output_key",
             "max_iterations", "continue_on_step_failure", "output_schema", "guardrails",
+            "agent_tools",
         ]
 
     def __init__(self, *args, **kwargs):

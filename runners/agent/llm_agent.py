@@ -34,7 +34,7 @@ from asgiref.sync import sync_to_async
 
 from ledger.selectors import runs as run_selectors
 from ledger.services.artifacts import ArtifactError
-from runners.agent import skill_tools, tool_approval, tool_calls
+from runners.agent import agent_tools, skill_tools, tool_approval, tool_calls
 from runners.agent.conversation_files import (
     LOAD_TOOL,
     VISION,
@@ -157,6 +157,10 @@ class _AgentRun:
         self.skills = await Skills.for_run(context, self.workspace)
         if self.skills is not None and ACTIVATE_SKILL not in self.granted:
             self.offered.append(self.skills.tool())
+        self.agent_tools = {tool["tool_name"]: tool for tool in
+                            (context.get("config") or {}).get("agent_tools") or []
+                            if tool["tool_name"] not in self.granted}
+        self.offered += [agent_tools.definition(tool) for tool in self.agent_tools.values()]
         # A loop workflow's step may end the loop.
         self.exits_loop = bool((context.get("config") or {}).get(EXIT_LOOP))
         self.escalated = False
@@ -175,6 +179,10 @@ class _AgentRun:
             return _host_call(result, name, call_id, args,
                               functools.partial(box_tools.call, self.workspace, name),
                               box_tools.FAILURES)
+        if name in self.agent_tools:
+            return _host_call(result, name, call_id, args, functools.partial(
+                agent_tools.ask, self.handle, self.agent_tools[name]),
+                (agent_tools.AgentToolError,))
         if name == ACTIVATE_SKILL and self.skills is not None:
             return _host_call(result, name, call_id, args, self.skills.activate,
                               skill_tools.FAILURES)

@@ -6,6 +6,8 @@ global. An agent with no row at any of those levels runs with the binding its ty
 binding at all, is a `BindingError` that says so.
 """
 
+import re
+
 from django.db.models import Q
 
 from runners.catalogue import runner_config
@@ -82,10 +84,24 @@ def _langhost_config(agent_type: AgentType) -> dict:
         "skills": agent_type.skills,
         "expertise": agent_type.expertise,
         "output_schema": agent_type.output_schema,
+        "agent_tools": agent_tools(agent_type),
     }
 
 
 WORKFLOW_KINDS = (AgentKind.SEQUENTIAL, AgentKind.PARALLEL, AgentKind.LOOP)
+
+
+def agent_tools(agent_type: AgentType) -> list[dict]:
+    """The active agent types the type calls as tools (`{agent_type_id, name, tool_name,
+    description}`): a type no longer active is not offered."""
+    if not agent_type.agent_tools:
+        return []
+    found = {str(tool.pk): tool for tool in AgentType.objects.filter(
+        pk__in=agent_type.agent_tools, is_active=True)}
+    return [{"agent_type_id": pk, "name": found[pk].name,
+             "tool_name": "ask_" + re.sub(r"[^a-z0-9_]", "_", found[pk].slug.lower()),
+             "description": found[pk].description}
+            for pk in map(str, agent_type.agent_tools) if pk in found]
 
 
 def workflow_steps(agent_type: AgentType) -> list[dict]:

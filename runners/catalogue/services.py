@@ -79,6 +79,9 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
         errors["box_enabled"] = [why]
     if "event_plugins" in changes and (why := _event_plugins_problem(changes["event_plugins"])):
         errors["event_plugins"] = [why]
+    if changes.get("agent_tools") and (why := _agent_tools_problem(candidate,
+                                                                  changes["agent_tools"])):
+        errors["agent_tools"] = [why]
     if changes.get("guardrails") and (why := _guardrails_problem(changes["guardrails"])):
         errors["guardrails"] = [why]
     if changes.get("output_schema") is not None and (
@@ -98,6 +101,21 @@ def _event_plugins_problem(value) -> str | None:
     known = {installation.plugin_id for installation in PluginInstallation.objects.all()}
     unknown = [name for name in dict.fromkeys(value) if name not in known]
     return f"Unknown plugin(s): {', '.join(unknown)}." if unknown else None
+
+
+def _agent_tools_problem(agent_type: AgentType, value) -> str | None:
+    """Why `agent_tools` cannot be stored: a list of other agent types' ids."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return "A list of agent type ids."
+    if agent_type.pk is not None and str(agent_type.pk) in value:
+        return "An agent type cannot call itself as a tool."
+    try:
+        known = {str(pk) for pk in AgentType.objects.filter(pk__in=value).values_list(
+            "pk", flat=True)}
+    except ValidationError:
+        known = set()
+    unknown = [item for item in value if item not in known]
+    return f"Unknown agent type(s): {', '.join(unknown)}." if unknown else None
 
 
 def _guardrails_problem(value) -> str | None:

@@ -16,6 +16,9 @@ With skills granted, a plugin runner gets `activate_skill` (source `skill`), as 
 agent has it: the skill's instructions (and its files in the box), kept active in the
 conversation (`host.activated_skills`) for its next runs.
 
+The agent types its config names as tools (`agent_tools`, source `agent`) are called like
+any tool; each call is a run of that agent type with the caller's run as its parent.
+
 A binding's resource policy may name the only tools its runs get (`allowed_tool_names`);
 `event_reply`, the run's own way to answer, is not a tool it can withhold.
 
@@ -124,6 +127,15 @@ async def tool_grants(binding: AgentBinding, descriptor: RunnerDescriptor,
                     "description": row.description, "operations": wanted,
                     "parameters": row.parameters or {"type": "object", "properties": {}},
                     "source": "plugin", "source_id": row.pk})
+    # The built-in agent calls its agent tools itself (`runners.agent.agent_tools`).
+    for tool in config.get("agent_tools") or [] if plugin else []:
+        grants.setdefault(tool["tool_name"], {
+            "tool_name": tool["tool_name"], "tool_type": "agent", "operations": wanted,
+            "description": f"Ask the agent {tool['name']} and get its answer. "
+                           f"{tool['description']}".strip(),
+            "parameters": {"type": "object", "required": ["request"],
+                           "properties": {"request": {"type": "string"}}},
+            "source": "agent", "source_id": tool["agent_type_id"], "agent_name": tool["name"]})
     return allowed(grants, binding.resource_policy.allowed_tool_names)
 
 

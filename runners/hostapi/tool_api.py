@@ -23,7 +23,7 @@ from langbot_plugin.api.entities.builtin.provider.message import ContentElement
 
 from ledger.models import RunStatus
 from ledger.services import state as runner_state
-from runners.agent import reply_files, skill_tools, tool_calls
+from runners.agent import agent_tools, reply_files, skill_tools, tool_calls
 from runners.grants.tools import EVENT_REPLY
 from runners.hostapi import run_api
 from runners.runtime.host_actions import HostError
@@ -60,6 +60,9 @@ async def handle(action: str, data: dict, context: dict | None) -> dict:
     handle = host_process().handle(run.run_id)
     if tool.get("source") == "event":
         return {"result": await _event_reply(run.run_id, handle, arguments)}
+    if tool.get("source") == "agent":
+        return {"result": await _called(handle, tool, arguments, lambda: _ask_agent(
+            handle, tool, arguments))}
     if tool.get("source") == "skill":
         return {"result": await _called(handle, tool, arguments, lambda: _activate_skill(
             run.run_id, auth, tool, arguments, handle))}
@@ -111,6 +114,19 @@ async def _called(handle: RunHandle | None, tool: dict, arguments: dict, call) -
         await _record(handle, "tool.call.completed", {
             "tool_call_id": call_id, "tool_name": name, "result": tool_calls.recorded(result),
             "error": error, "duration_ms": round((time.monotonic() - started) * 1000)})
+
+
+async def _ask_agent(handle: RunHandle | None, tool: dict, arguments: dict) -> dict:
+    """An agent called as a tool: its reply, from a run of its own under the caller's."""
+    if handle is None:
+        raise ToolError("the run is not executing here")
+    try:
+        recorded, _ = await agent_tools.ask(handle, {
+            "agent_type_id": tool["source_id"], "name": tool.get("agent_name") or ""},
+            arguments)
+    except agent_tools.AgentToolError as exc:
+        raise ToolError(str(exc)) from None
+    return recorded
 
 
 async def _activate_skill(run_id: str, auth: dict, tool: dict, arguments: dict,

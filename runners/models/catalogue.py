@@ -130,6 +130,10 @@ class AgentType(models.Model):
         help_text="A JSON Schema its reply must match (the built-in LLM agent): the model is "
                   "asked for JSON of that shape, asked once more on a mismatch, and the run "
                   "fails output.invalid otherwise.")
+    agent_tools = models.JSONField(
+        default=list, blank=True,
+        help_text="Agent types (ids) its agents may call like a function, with a request, to "
+                  "get their reply; each call is a run of its own.")
     guardrails = models.JSONField(
         default=dict, blank=True,
         help_text='Checks of its runs\' message and replies: {"input": [...], "output": [...]}, '

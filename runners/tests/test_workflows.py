@@ -189,3 +189,41 @@ async def test_cancelling_a_workflow_cancels_the_step_under_way(user, project, s
     steps = [(run.metadata_json["agent_name"], run.status) async for run in
              AgentRun.objects.filter(parent_run_id=step.parent_run_id)]
     assert steps == [("Slow", "cancelled")]
+
+
+async def test_an_agent_called_as_a_tool_twice_answers_in_two_child_runs(
+        user, project, scripted):
+    @sync_to_async
+    def caller_with_a_tool():
+        expert = AgentType.objects.create(name="Tide expert", slug="tide-expert",
+                                          runner_id=LLM_AGENT_RUNNER_ID,
+                                          primary_model="scripted",
+                                          description="Knows the tides.")
+        retired = AgentType.objects.create(name="Retired", slug="retired", is_active=False,
+                                           runner_id=LLM_AGENT_RUNNER_ID,
+                                           primary_model="scripted")
+        caller = AgentType.objects.create(name="Guide", slug="guide",
+                                          runner_id=LLM_AGENT_RUNNER_ID,
+                                          primary_model="scripted",
+                                          agent_tools=[str(expert.pk), str(retired.pk)])
+        return AgentInstance.objects.create(name="Guide", project=project, agent_type=caller)
+
+    agent = await caller_with_a_tool()
+    ask = [{"id": f"ask-{n}", "name": "ask_tide_expert",
+            "arguments": f'{{"request": "high tide on day {n}?"}}'} for n in (1, 2)]
+    scripted.script(Reply(text="", tool_calls=ask), Reply(text="At 7:00."),
+                    Reply(text="At 7:50."), Reply(text="7:00, then 7:50."))
+
+    outcome, _ = await through_the_door(user, agent, [Part(text="Tides this week?")])
+
+    assert outcome["status"] == "completed", outcome
+    offered = {tool["function"]["name"] for tool in scripted.calls()[0].body["tools"]}
+    assert "ask_tide_expert" in offered and "ask_retired" not in offered
+    children = [run async for run in AgentRun.objects.filter(
+        parent_run_id=outcome["run_id"]).order_by("created_at", "id")]
+    assert [run.metadata_json["agent_name"] for run in children] == ["Tide expert"] * 2
+    assert [call.body["messages"][-1]["content"] for call in scripted.calls()[1:3]] == [
+        "high tide on day 1?", "high tide on day 2?"]
+    tool_answers = [m["content"] for m in scripted.calls()[3].body["messages"]
+                    if m["role"] == "tool"]
+    assert tool_answers == ["At 7:00.", "At 7:50."]

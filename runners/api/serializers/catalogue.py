@@ -88,7 +88,7 @@ class AgentTypeSerializer(serializers.ModelSerializer):
             "runner_id", "kind", "disallow_transfer_to_parent", "disallow_transfer_to_peers",
             "save_input_blobs_as_artifacts", "command_prefix", "event_plugins", "output_key",
             "max_iterations", "continue_on_step_failure", "output_schema", "guardrails",
-            "runner_config",
+            "agent_tools", "runner_config",
             "runner_config_secrets",
             "sub_agents", "unknown_models", "warnings",
             "created_at", "updated_at",
