@@ -48,7 +48,14 @@ from runners.agent.knowledge_search import (
 )
 from runners.agent.prompt import conversation_history, system_prompt, trimmed
 from runners.agent.skill_tools import Skills
-from runners.agent.turns import Turn, handed_over, transfer_target, transfer_tool, turn_for
+from runners.agent.turns import (
+    Turn,
+    handed_over,
+    transfer_target,
+    transfer_tool,
+    turn_for,
+    unknown_transfer,
+)
 from runners.agent.workflow import EXIT_LOOP, EXIT_LOOP_TOOL
 from runners.box import tools as box_tools
 from runners.catalogue import output_schema
@@ -304,6 +311,11 @@ class _AgentRun:
                 async for item in self.hand_over(*target):
                     yield item
                 continue
+            if target is None and (why := unknown_transfer(self.turn, self.calls)):
+                self.ended = True
+                yield self.result("run.failed", {"code": "transfer.unknown_agent",
+                                                 "error": why}, self.usage)
+                return
             asked = {call_id: entry for call_id, entry in self.calls.items()
                      if entry["name"] != TRANSFER_TOOL}
             exiting = [call_id for call_id, entry in asked.items() if entry["name"] == EXIT_LOOP]

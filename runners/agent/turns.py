@@ -2,7 +2,6 @@
 the conversation to (`transfer_to_agent`), as the built-in agent reads them."""
 
 import json
-import logging
 
 from asgiref.sync import sync_to_async
 
@@ -16,8 +15,6 @@ from runners.catalogue.trees import build_tree
 from runners.models import AgentInstance, AgentType, LLMModel
 from runners.providers.errors import ProviderError
 from runners.providers.lookup import load_models
-
-logger = logging.getLogger(__name__)
 
 
 def transfer_tool(targets: list[dict]) -> dict:
@@ -69,17 +66,35 @@ async def handed_over(agent_id: str, name: str) -> Turn:
     return await turn_for(config)
 
 
+def _requested(entry: dict) -> str | None:
+    try:
+        args = json.loads(entry["arguments"] or "{}")
+    except ValueError:
+        return None
+    name = args.get("agent_name") if isinstance(args, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def transfer_target(turn: Turn, calls: dict) -> tuple[str, dict] | None:
-    """The model's valid `transfer_to_agent` call, if it made one."""
-    allowed = {target["name"] for target in turn.targets}
+    """The model's `transfer_to_agent` call naming an agent it may hand over to (named as
+    people write names: another case, spaces around), with that agent's name."""
+    allowed = {" ".join(target["name"].split()).casefold(): target["name"]
+               for target in turn.targets}
     for call_id, entry in calls.items():
         if entry["name"] != TRANSFER_TOOL:
             continue
-        try:
-            args = json.loads(entry["arguments"] or "{}")
-        except ValueError:
-            args = {}
-        if isinstance(args, dict) and args.get("agent_name") in allowed:
-            return call_id, args
-        logger.warning("transfer_to_agent with a target not offered: %r", entry["arguments"])
+        name = allowed.get(" ".join((_requested(entry) or "").split()).casefold())
+        if name is not None:
+            return call_id, {"agent_name": name}
+    return None
+
+
+def unknown_transfer(turn: Turn, calls: dict) -> str | None:
+    """Why the model's `transfer_to_agent` call cannot be followed, when it made one and it
+    names no agent the turn may hand over to."""
+    for entry in calls.values():
+        if entry["name"] == TRANSFER_TOOL:
+            offered = ", ".join(target["name"] for target in turn.targets) or "none"
+            return (f"the model handed the turn to {_requested(entry)!r}, which is no agent it "
+                    f"may transfer to (those it may: {offered})")
     return None

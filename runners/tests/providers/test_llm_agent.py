@@ -145,6 +145,27 @@ def test_transfer_to_agent_hands_the_turn_to_billing_and_keeps_it_there(
     assert "billing desk" in openai_server.calls()[-1].body["messages"][0]["content"]
 
 
+def transfer_to(name: str) -> Reply:
+    return Reply(text="", tool_calls=[{"id": "call-1", "name": "transfer_to_agent",
+                                       "arguments": json.dumps({"agent_name": name})}])
+
+
+def test_a_transfer_names_its_agent_as_people_write_names_or_fails_saying_so(
+        user_client, make_agent_type, make_agent, project, thinking_type, openai_server):
+    agent = billing_tree(make_agent_type, make_agent, project, thinking_type)
+    openai_server.script(transfer_to("  Billing "), Reply(text="Billing here."),
+                         transfer_to("the manager"))
+
+    handed = send(user_client, agent, open_conversation(user_client, agent), "Refund it")
+    failed = send(user_client, agent, open_conversation(user_client, agent), "Escalate")
+
+    assert (handed["status"], handed["reply"]["content"]) == ("completed", "Billing here.")
+    assert Transcript.objects.filter(role="assistant").get().author == "billing"
+    assert failed["status"] == "failed"
+    assert failed["status_reason"].startswith("transfer.unknown_agent:")
+    assert "'the manager'" in failed["status_reason"] and "billing" in failed["status_reason"]
+
+
 def test_billing_that_disallows_transfer_to_parent_is_not_offered_it(
         user_client, make_agent_type, make_agent, project, thinking_type, openai_server):
     agent = billing_tree(make_agent_type, make_agent, project, thinking_type,
