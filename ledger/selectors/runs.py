@@ -65,6 +65,18 @@ def status_of(run_id: str) -> str | None:
 run_status = sync_to_async(status_of)
 
 
+@sync_to_async
+def ancestors(run_id: str, limit: int) -> int:
+    """How many runs the run is a step of, one inside another (counted up to `limit`)."""
+    depth, parent = 0, AgentRun.objects.filter(run_id=run_id).values_list(
+        "parent_run_id", flat=True).first()
+    while parent and depth < limit:
+        depth += 1
+        parent = AgentRun.objects.filter(run_id=parent).values_list(
+            "parent_run_id", flat=True).first()
+    return depth
+
+
 def get(run_id: str, *fields: str) -> AgentRun | None:
     """The run of that id (only `fields` loaded, when named), None when there is none."""
     rows = AgentRun.objects.filter(run_id=run_id)

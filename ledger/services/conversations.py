@@ -24,6 +24,7 @@ import functools
 import operator
 import uuid
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum, TextField
@@ -226,3 +227,11 @@ def delete(conversation: Conversation) -> None:
         conversation.delete()
     artifacts.delete_conversation(conversation.project_id, conversation.user_id,
                                   conversation.conversation_id)
+
+
+@sync_to_async
+def withhold_message(event_id: str, notice: str) -> None:
+    """The user's message of that event, stood in for by `notice` in the conversation's
+    transcript (a guardrail tripped on it: no later turn reads it)."""
+    Transcript.objects.filter(event_id=event_id, role="user").update(
+        content=notice, content_json={"role": "user", "content": notice}, attachment_refs=[])

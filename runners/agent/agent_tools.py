@@ -3,6 +3,8 @@ agent types (`agent_tools`); its agent may call each like a function with a requ
 its reply. Each call is a run of that agent type with the caller's run as its parent
 (`RunHandle.run_child`), its tokens and cost its own."""
 
+from runners.catalogue.bindings import StepRefused
+from runners.protocol import RunRefused
 from runners.runtime.run_handle import RunHandle
 
 
@@ -25,7 +27,10 @@ async def ask(handle: RunHandle, tool: dict, args: dict) -> tuple[dict, str]:
     request = args.get("request")
     if not isinstance(request, str) or not request:
         raise AgentToolError("the call needs `request`, what to ask the agent")
-    outcome = await handle.run_child(tool["agent_type_id"], tool["name"], request, {})
+    try:
+        outcome = await handle.run_child(tool["agent_type_id"], tool["name"], request, {})
+    except (StepRefused, RunRefused) as exc:
+        raise AgentToolError(f"the agent {tool['name']} cannot answer: {exc}") from None
     if not outcome["completed"]:
         raise AgentToolError(f"the agent {tool['name']} (run {outcome['run_id']}) ended "
                              f"{outcome['status']}: {outcome['status_reason']}")

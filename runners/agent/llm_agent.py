@@ -245,7 +245,9 @@ class _AgentRun:
         extra = self.found + (self.skills.instructions() if self.skills else "")
         if schema := turn.config.get("output_schema"):
             extra += output_schema.instructions(schema)
-            if all(model.provider.kind == output_schema.OPENAI for model in turn.models):
+            if all(model.provider.kind == output_schema.OPENAI and
+                   output_schema.JSON_SCHEMA_ABILITY in (model.abilities or [])
+                   for model in turn.models):
                 params["response_format"] = output_schema.response_format(schema)
         if self.listened_system is not None and turn is self.prompted:
             system = [*self.listened_system,

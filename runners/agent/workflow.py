@@ -92,8 +92,17 @@ class _Workflow:
         for item in self.answered(text):
             yield item
 
+    async def _step_or_failure(self, number: int, text: str) -> dict:
+        """A parallel step's outcome; one that could not even start is a failed one."""
+        try:
+            return await self.step(number, text)
+        except Exception as exc:  # e.g. its runner is gone: the others go on
+            return {"number": number, "name": self.steps[number - 1]["name"], "run_id": None,
+                    "status": "failed", "status_reason": f"{type(exc).__name__}: {exc}",
+                    "reply": "", "usage": {}, "completed": False}
+
     async def at_once(self, text: str):
-        outcomes = await asyncio.gather(*(self.step(number, text)
+        outcomes = await asyncio.gather(*(self._step_or_failure(number, text)
                                           for number in range(1, len(self.steps) + 1)))
         failed = [outcome for outcome in outcomes if not outcome["completed"]]
         if failed and not (self.config.get("continue_on_step_failure") and len(failed) <
@@ -112,7 +121,11 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     workflow = _Workflow(context, handle)
     text = (context.get("input") or {}).get("text") or ""
     kind = workflow.config.get("workflow")
-    if kind == "parallel":
+    if not workflow.steps:
+        steps = iter_of(workflow.result("run.failed", {
+            "code": "workflow.no_steps", "error": "the workflow has no steps: give its type "
+                                                  "sub-agents"}))
+    elif kind == "parallel":
         steps = workflow.at_once(text)
     elif kind == "loop":
         steps = workflow.in_turn(text, max(int(workflow.config.get("max_iterations") or 1), 1),
@@ -120,4 +133,9 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     else:
         steps = workflow.in_turn(text, 1, None)
     async for item in steps:
+        yield item
+
+
+async def iter_of(*items: dict) -> AsyncIterator[dict]:
+    for item in items:
         yield item

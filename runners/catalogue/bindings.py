@@ -19,6 +19,10 @@ class BindingError(LookupError):
     pass
 
 
+class StepRefused(LookupError):
+    """A workflow's step (or an agent tool) cannot run: its type is gone or not active."""
+
+
 def to_protocol(binding: Binding) -> AgentBinding:
     return AgentBinding(
         binding_id=binding.binding_id,
@@ -113,11 +117,14 @@ def workflow_steps(agent_type: AgentType) -> list[dict]:
 
 
 def step_binding(agent_type_id: str, variables: dict, timeout: float | None,
-                 extra_config: dict) -> AgentBinding:
-    """The binding a workflow's step runs with: its type's runner and config (with
-    `extra_config`), its persona's `{key}`s filled from the workflow's state (ADK's
-    templating)."""
-    agent_type = AgentType.objects.get(pk=agent_type_id)
+                 extra_config: dict, parent: AgentBinding) -> AgentBinding:
+    """The binding a workflow's step (or an agent called as a tool) runs with: its type's
+    runner and config (with `extra_config`), its persona's `{key}`s filled from the
+    workflow's state (ADK's templating), and its caller's resource policy: a step may use
+    no more than the run it is a step of. StepRefused for a type that is not active."""
+    agent_type = AgentType.objects.filter(pk=agent_type_id, is_active=True).first()
+    if agent_type is None:
+        raise StepRefused(f"agent type {agent_type_id} is not an active agent type")
     config = {**agent_runner_config(agent_type), **extra_config}
     prompt = config.get("prompt") or ""
     for key, value in variables.items():
@@ -126,6 +133,7 @@ def step_binding(agent_type_id: str, variables: dict, timeout: float | None,
         binding_id=f"step:{agent_type.pk}", runner_id=agent_type.runner_id,
         runner_config={**config, "prompt": prompt},
         state_policy={"state_scopes": ["actor", "runner"]},
+        resource_policy=parent.resource_policy,
         event_plugins=agent_type.event_plugins, guardrails=agent_type.guardrails or None)
     return with_timeout(binding, timeout)
 

@@ -1,13 +1,19 @@
 """An agent type's `output_schema` (JSON Schema): the built-in agent asks its model for a
-reply in that shape (the provider's JSON-schema response format where every model of the
-turn speaks OpenAI's API, and always in its instructions), parses and checks the reply, and
+reply in that shape (OpenAI's JSON-schema response format where every model of the turn
+has the `json_schema` ability, and always in its instructions), parses and checks the reply, and
 asks once more when it does not match."""
 
 import json
+import re
 
 import jsonschema
 
 OPENAI = "openai"
+# The ability of a model that takes OpenAI's JSON-schema response format (an endpoint that
+# speaks OpenAI's API may not).
+JSON_SCHEMA_ABILITY = "json_schema"
+# A reply's first fenced code block, whatever its language tag.
+FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 
 
 def instructions(schema: dict) -> str:
@@ -23,9 +29,8 @@ def response_format(schema: dict) -> dict:
 def parsed(text: str, schema: dict) -> tuple[object, str | None]:
     """`(value, None)` when the reply is JSON matching the schema (a fenced code block is
     read as its content), else `(None, what is wrong)`."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.strip("`").removeprefix("json").strip()
+    fenced = FENCED.search(text)
+    body = fenced.group(1) if fenced else text.strip()
     try:
         value = json.loads(body)
     except ValueError as exc:

@@ -54,6 +54,10 @@ def prepare_agent_type(instance: AgentType | None, changes: dict,
     changes = dict(changes)
     if changes.get("kind") in WORKFLOW_KINDS:  # its steps are its sub-agents
         changes["runner_id"] = WORKFLOW_RUNNER_ID
+    elif ("kind" in changes and instance is not None and "runner_id" not in changes
+          and instance.runner_id == WORKFLOW_RUNNER_ID):  # a workflow no longer
+        changes["runner_id"] = default_runner(changes.get("primary_model",
+                                                          instance.primary_model) or "")
     if instance is None and not changes.get("runner_id"):
         changes["runner_id"] = default_runner(changes.get("primary_model") or "")
     candidate = copy.copy(instance) if instance is not None else AgentType()

@@ -9,13 +9,17 @@ from collections.abc import Awaitable, Callable
 from asgiref.sync import sync_to_async
 
 from ledger.models import RunStatus
-from runners.catalogue.bindings import step_binding
+from ledger.selectors import runs as readers
+from runners.catalogue.bindings import StepRefused, step_binding
 from runners.execution.run import RunState
 from runners.protocol import AgentBinding, AgentEventEnvelope
 
 # What a step is given when its parent has no deadline.
 STEP_TIMEOUT_SECONDS = 300.0
 STEP_EVENT = "workflow.step"
+# How deep steps may nest (a workflow of workflows, an agent tool calling another): deeper is
+# a workflow or agent tool that calls itself.
+MAX_DEPTH = 8
 
 
 class Children:
@@ -32,8 +36,12 @@ class Children:
                   extra_config: dict) -> dict:
         """`{run_id, status, status_reason, reply, usage}` of the step: a run of that agent
         type with `text` as its message."""
+        depth = await readers.ancestors(self.state.run_id, MAX_DEPTH)
+        if depth >= MAX_DEPTH:
+            raise StepRefused(f"run {self.state.run_id} is {depth} steps deep: a workflow or "
+                              "agent tool that calls itself is stopped there")
         binding: AgentBinding = await sync_to_async(step_binding)(
-            agent_type_id, variables, self._timeout(), extra_config)
+            agent_type_id, variables, self._timeout(), extra_config, self.state.binding)
         parent = self.state.event
         event = AgentEventEnvelope(
             event_type=STEP_EVENT, source="workflow", project_id=parent.project_id,

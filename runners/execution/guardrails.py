@@ -4,16 +4,19 @@ a list of `patterns` (regular expressions; one that matches trips it) or a `mode
 granted model reads the text with the check's `prompt` and answers PASS or BLOCK, then its
 reason; the call is a model call of the run).
 
-A tripped input guardrail ends the run before its runner starts (no model is asked); a
+A tripped input guardrail ends the run before its runner starts (no model is asked), and
+the message is withheld from the conversation's transcript (no later turn reads it); a
 tripped output guardrail replaces the reply with a notice. Either ends the run failed,
 `guardrail.tripped: <name>: <reason>`, and is recorded on the run (`guardrail.tripped`, with
 the guardrail's name, its stage and reason).
 """
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
+from ledger.services.conversations import withhold_message
 from runners.execution.run import LocalRunHandle, RunState
 from runners.protocol import runner_result
 from runners.providers import load_calls_off_the_loop
@@ -21,6 +24,9 @@ from runners.providers.errors import ProviderError
 from runners.providers.lookup import load_models
 
 CODE = "guardrail.tripped"
+# A text is checked against patterns up to this length, for at most this long.
+MAX_CHECKED_CHARS = 100_000
+PATTERN_SECONDS = 1.0
 VERDICT = ("Read the text below as the check says, then answer with PASS or BLOCK on the "
            "first line and the reason on the second.")
 
@@ -64,9 +70,7 @@ class Guardrails:
         """`(name, reason)` of the first guardrail of `stage` the text trips."""
         for rule in self.rules.get(stage) or []:
             if "patterns" in rule:
-                found = next((pattern for pattern in rule["patterns"]
-                              if re.search(pattern, text)), None)
-                reason = f"it matches {found!r}" if found else None
+                reason = await _matching(rule["patterns"], text)
             else:
                 reason = await self._model_says_block(rule, text)
             if reason:
@@ -75,27 +79,60 @@ class Guardrails:
                 return rule["name"], reason
         return None
 
-    def _failed(self, sequence: int, tripped: tuple[str, str]) -> dict:
-        return runner_result(self.state.run_id, sequence, "run.failed", {
+    def _failed(self, tripped: tuple[str, str]) -> dict:
+        # No sequence: the host numbers it after whatever the runner sent.
+        return runner_result(self.state.run_id, None, "run.failed", {
             "code": CODE, "error": f"{tripped[0]}: {tripped[1]}"})
 
     async def guarded(self, text: str, results: AsyncIterator[dict]) -> AsyncIterator[dict]:
-        """The runner's results, its message checked first and each reply before it goes."""
+        """The runner's results, its message checked first and each reply before it goes.
+        With output guardrails, streamed text is held back: the whole reply is checked (a
+        runner that only streams has its text checked as its reply at its end)."""
+        output = bool(self.rules.get("output"))
+        streamed = ""
         async with aclosing(results):
             if tripped := await self.tripped("input", text):
-                yield self._failed(1, tripped)
+                await self.handle.written()
+                await withhold_message(self.state.event.event_id,
+                                       f"[withheld: guardrail {tripped[0]}]")
+                yield self._failed(tripped)
                 return
             async for result in results:
                 data = result.get("data") if isinstance(result, dict) else None
-                message = data.get("message") if isinstance(data, dict) else None
-                if (result.get("type") in ("message.completed", "run.completed")
-                        and isinstance(message, dict) and self.rules.get("output")):
+                if not output or not isinstance(data, dict):
+                    yield result
+                    continue
+                if result.get("type") == "message.delta":
+                    streamed += (data.get("chunk") or {}).get("content") or ""
+                    continue
+                message = data.get("message")
+                if result.get("type") == "run.completed" and message is None and streamed:
+                    message = {"role": "assistant", "content": streamed}
+                    result = {**result, "data": {**data, "message": message}}
+                if result.get("type") in ("message.completed", "run.completed") and isinstance(
+                        message, dict):
+                    streamed = ""
                     if tripped := await self.tripped("output", _text(message)):
-                        sequence = result.get("sequence") if isinstance(
-                            result.get("sequence"), int) else 1
-                        yield runner_result(self.state.run_id, sequence, "message.completed", {
+                        yield runner_result(self.state.run_id, None, "message.completed", {
                             "message": {"role": "assistant", "content": (
                                 f"[withheld: guardrail {tripped[0]}]")}, "file_ids": []})
-                        yield self._failed(sequence + 1, tripped)
+                        yield self._failed(tripped)
                         return
                 yield result
+
+
+async def _matching(patterns: list[str], text: str) -> str | None:
+    """The reason a text trips a guardrail of patterns: the first that matches (on a thread,
+    the text cut to MAX_CHECKED_CHARS, within PATTERN_SECONDS: a pattern that takes longer
+    trips it too, and the loop goes on meanwhile)."""
+    text = text[:MAX_CHECKED_CHARS]
+
+    def first_match():
+        return next((pattern for pattern in patterns if re.search(pattern, text)), None)
+
+    try:
+        async with asyncio.timeout(PATTERN_SECONDS):
+            found = await asyncio.to_thread(first_match)
+    except TimeoutError:
+        return f"its patterns took over {PATTERN_SECONDS:.0f}s on the text"
+    return f"it matches {found!r}" if found else None

@@ -86,7 +86,8 @@ class LLMModel(models.Model):
                                       help_text="The provider's id for it, e.g. gpt-4o-mini.")
     model_type = models.CharField(max_length=16, choices=Type.choices, default=Type.CHAT)
     abilities = models.JSONField(default=list, blank=True,
-                                 help_text='Any of "tools", "vision", "streaming", "reasoning".')
+                                 help_text='Any of "tools", "vision", "streaming", "reasoning", "json_schema" '
+                                           "(takes OpenAI's JSON-schema response format).")
     context_window = models.PositiveIntegerField(default=8192)
     input_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     output_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)

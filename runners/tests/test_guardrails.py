@@ -2,8 +2,11 @@
 is asked; an output guardrail checked by a model replaces a reply it blocks; either ends the
 run `guardrail.tripped` naming it, recorded on the run. Scripted model server on 127.0.0.1."""
 
+import json
+
 import pytest
 
+from ledger.models import Transcript
 from ledger.selectors import runs as readers
 from runners.conversations.input import Part
 from runners.models import LLM_AGENT_RUNNER_ID, AgentInstance, AgentType
@@ -41,6 +44,9 @@ async def test_an_input_guardrail_stops_the_run_before_any_model_is_asked(
     assert outcome["status"] == "failed"
     assert outcome["status_reason"].startswith("guardrail.tripped: no-passwords:")
     assert openai_server.calls() == []
+    # The conversation keeps no trace of it for a later turn to read.
+    kept = [row.content async for row in Transcript.objects.filter(role="user")]
+    assert kept == ["[withheld: guardrail no-passwords]"]
     assert [(event["name"], event["stage"]) for event in await tripped(outcome["run_id"])] == [
         ("no-passwords", "input")]
 
@@ -60,6 +66,10 @@ async def test_an_output_guardrail_checked_by_a_model_replaces_the_reply_it_bloc
     replies = [message["data"]["message"]["content"] for message in blocked["messages"]
                if message["type"] == "message.completed"]
     assert replies == ["[withheld: guardrail no-codes]"]
+    # Not a word of it went out: its streamed text was held back for the check.
+    assert "4711" not in json.dumps(blocked["messages"])
+    assert "4711" not in json.dumps([event for event in await readers.run_events(
+        blocked["run_id"]) if event["type"] != "guardrail.tripped"])
     judged = openai_server.calls()[1].body["messages"]
     assert "access code" in judged[0]["content"] and judged[1]["content"] == \
         "The door code is 4711."

@@ -21,7 +21,7 @@ WEATHER = {"type": "object", "required": ["city", "temp"], "additionalProperties
 
 @pytest.fixture
 def forecaster(make_model, openai_server, project):  # noqa: F811 (fixtures)
-    make_model(openai_server, "scripted")
+    make_model(openai_server, "scripted", abilities=["json_schema"])
     agent_type = AgentType.objects.create(name="Forecaster", slug="forecaster",
                                           runner_id=LLM_AGENT_RUNNER_ID,
                                           primary_model="scripted", output_schema=WEATHER)
@@ -30,8 +30,8 @@ def forecaster(make_model, openai_server, project):  # noqa: F811 (fixtures)
 
 async def test_a_wrong_first_answer_is_asked_again_and_the_right_one_parsed(
         user, forecaster, openai_server):  # noqa: F811 (fixtures)
-    openai_server.script(Reply(text="Sunny in Paris."),
-                         Reply(text='```json\n{"city": "Paris", "temp": 21}\n```'))
+    openai_server.script(Reply(text="Sunny in Paris."), Reply(
+        text='Here it is:\n```JSON\n{"city": "Paris", "temp": 21}\n```\nEnjoy.'))
 
     outcome, _ = await through_the_door(user, forecaster, [Part(text="Paris?")])
 

@@ -227,3 +227,39 @@ async def test_an_agent_called_as_a_tool_twice_answers_in_two_child_runs(
     tool_answers = [m["content"] for m in scripted.calls()[3].body["messages"]
                     if m["role"] == "tool"]
     assert tool_answers == ["At 7:00.", "At 7:50."]
+
+
+async def test_a_workflow_without_steps_fails_saying_so_and_one_no_longer_a_workflow_answers(
+        user, project, scripted):
+    agent = await workflow_of(project)
+
+    empty, _ = await through_the_door(user, agent, [Part(text="Anyone?")])
+
+    assert (empty["status"], empty["status_reason"].split(":")[0]) == (
+        "failed", "workflow.no_steps")
+
+    @sync_to_async
+    def made_an_echo_again():
+        agent_type = AgentType.objects.get(pk=agent.agent_type_id)
+        return services.save_agent_type(agent_type, services.prepare_agent_type(
+            agent_type, {"kind": "llm"}))
+
+    assert (await made_an_echo_again()).runner_id == "builtin:echo"
+
+
+async def test_a_parallel_step_that_cannot_start_fails_the_workflow_unless_it_goes_on(
+        user, project, scripted):
+    agent = await workflow_of(project, {"name": "Works"}, {"name": "Gone"})
+    await AgentType.objects.filter(name="Gone").aupdate(runner_id="builtin:gone")
+    await AgentType.objects.filter(pk=agent.agent_type_id).aupdate(kind="parallel")
+    scripted.script(Reply(text="Done."), Reply(text="Done again."))
+
+    failed, _ = await through_the_door(user, agent, [Part(text="Go.")])
+    await AgentType.objects.filter(pk=agent.agent_type_id).aupdate(
+        continue_on_step_failure=True)
+    went_on, _ = await through_the_door(user, agent, [Part(text="Go.")])
+
+    assert failed["status"] == "failed" and "step 2 (Gone" in failed["status_reason"]
+    assert went_on["status"] == "completed"
+    assert [message["data"]["message"]["content"] for message in went_on["messages"]
+            if message["type"] == "message.completed"] == ["Works: Done again."]
