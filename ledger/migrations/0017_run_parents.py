@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0001_squashed_0016_conversation_forks'),
+        ('ledger', '0016_conversation_forks'),
     ]
 
     operations = [
