@@ -66,6 +66,14 @@ run_status = sync_to_async(status_of)
 
 
 @sync_to_async
+def steps_of(run_id: str) -> list[str]:
+    """The ids of the runs that are steps of the run (a workflow's, its agent tools' calls),
+    in the order they started."""
+    return list(AgentRun.objects.filter(parent_run_id=run_id).order_by(
+        "created_at", "id").values_list("run_id", flat=True))
+
+
+@sync_to_async
 def ancestors(run_id: str, limit: int) -> int:
     """How many runs the run is a step of, one inside another (counted up to `limit`)."""
     depth, parent = 0, AgentRun.objects.filter(run_id=run_id).values_list(

@@ -91,6 +91,8 @@ async def test_steps_run_in_order_each_reading_the_ones_before(user, user_client
     assert [run["run_id"] for run in listed.json()["data"]] == \
         [run.run_id for run in reversed(steps)]  # newest first
     assert {run["parent_run_id"] for run in listed.json()["data"]} == {outcome["run_id"]}
+    detail = await sync_to_async(user_client.get)(f"/api/v1/runs/{outcome['run_id']}")
+    assert detail.json()["steps"] == [run.run_id for run in steps]
     kept = [event for event in await readers.run_events(outcome["run_id"])
             if event["type"] == "state.updated"]
     assert [(event["data"]["key"], event["data"]["value"]) for event in kept] == [

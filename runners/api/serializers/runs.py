@@ -106,6 +106,16 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
 
+class RunDetailSerializer(RunSerializer):
+    steps = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="The ids of the runs that are its steps (a workflow's steps, the calls of "
+                  "its agent tools), in the order they started.")
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "steps"]
+
+
 class ModelCallSerializer(serializers.ModelSerializer):
     """One call a run made to a model (each fallback attempt is one): what it cost, how long
     it took, how it ended."""

@@ -34,6 +34,7 @@ from runners.api.serializers.runs import (
     RUN_STREAM_FRAME,
     BackgroundRunSerializer,
     ModelCallSerializer,
+    RunDetailSerializer,
     RunEventSerializer,
     RunnerSerializer,
     RunRequestSerializer,
@@ -126,9 +127,10 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
 
     @extend_schema(parameters=[OpenApiParameter("wait", float, description=(
         f"Seconds (at most {MAX_WAIT_SECONDS}) to wait for the run to end before answering "
-        "it as it is then."))])
+        "it as it is then."))], responses=RunDetailSerializer)
     async def retrieve(self, request, *args, **kwargs):
-        """A run; with `?wait=N`, once it has ended or N seconds have passed."""
+        """A run, with its steps' ids; with `?wait=N`, once it has ended or N seconds have
+        passed."""
         raw = request.query_params.get("wait", "0")
         try:
             wait = float(raw)
@@ -142,7 +144,8 @@ class RunViewSet(AsyncDispatch, mixins.CreateModelMixin, viewsets.ReadOnlyModelV
         while not run.is_terminal and loop.time() < until:
             await asyncio.sleep(min(WAIT_POLL_SECONDS, max(until - loop.time(), 0)))
             await run.arefresh_from_db()
-        return Response(RunSerializer(run).data)
+        run.steps = await run_selectors.steps_of(run.run_id)
+        return Response(RunDetailSerializer(run).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("after_sequence", int, description=(
