@@ -282,6 +282,8 @@ SPECTACULAR_SETTINGS = {
     # An agent type's default strategy may be blank (the runner's); a request's may not.
     "ENUM_NAME_OVERRIDES": {
         "MultitaskStrategyEnum": "runners.protocol.MULTITASK_STRATEGIES",
+        # A run's status is in several components (a run, a run with its steps): one name.
+        "RunStatusEnum": "ledger.models.RunStatus",
     },
 }
 
