@@ -122,10 +122,11 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     text = (context.get("input") or {}).get("text") or ""
     kind = workflow.config.get("workflow")
     if not workflow.steps:
-        steps = iter_of(workflow.result("run.failed", {
+        yield workflow.result("run.failed", {
             "code": "workflow.no_steps", "error": "the workflow has no steps: give its type "
-                                                  "sub-agents"}))
-    elif kind == "parallel":
+                                                  "sub-agents"})
+        return
+    if kind == "parallel":
         steps = workflow.at_once(text)
     elif kind == "loop":
         steps = workflow.in_turn(text, max(int(workflow.config.get("max_iterations") or 1), 1),
@@ -135,7 +136,3 @@ async def run(context: dict, handle: RunHandle) -> AsyncIterator[dict]:
     async for item in steps:
         yield item
 
-
-async def iter_of(*items: dict) -> AsyncIterator[dict]:
-    for item in items:
-        yield item

@@ -16,6 +16,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
+from ledger.models import message_text
 from ledger.services.conversations import withhold_message
 from runners.execution.run import LocalRunHandle, RunState
 from runners.protocol import runner_result
@@ -29,12 +30,6 @@ MAX_CHECKED_CHARS = 100_000
 PATTERN_SECONDS = 1.0
 VERDICT = ("Read the text below as the check says, then answer with PASS or BLOCK on the "
            "first line and the reason on the second.")
-
-
-def _text(message) -> str:
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else "".join(
-        part.get("text") or "" for part in content or [] if isinstance(part, dict))
 
 
 class Guardrails:
@@ -62,7 +57,7 @@ class Guardrails:
                 {"role": "user", "content": text}], call=call)
         except ProviderError as exc:  # a check that cannot answer does not let the text by
             return f"its model failed: {exc}"
-        verdict, _, reason = _text(message).strip().partition("\n")
+        verdict, _, reason = message_text(message.get("content")).strip().partition("\n")
         return None if verdict.strip().upper().startswith("PASS") else (
             reason.strip() or verdict.strip() or "the model blocked it")
 
@@ -112,7 +107,7 @@ class Guardrails:
                 if result.get("type") in ("message.completed", "run.completed") and isinstance(
                         message, dict):
                     streamed = ""
-                    if tripped := await self.tripped("output", _text(message)):
+                    if tripped := await self.tripped("output", message_text(message.get("content"))):
                         yield runner_result(self.state.run_id, None, "message.completed", {
                             "message": {"role": "assistant", "content": (
                                 f"[withheld: guardrail {tripped[0]}]")}, "file_ids": []})

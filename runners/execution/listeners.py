@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
+from ledger.models import message_text
 from runners.execution.run import RunState
 from runners.models import RunnerDescriptor
 from runners.plugins import events
@@ -24,12 +25,6 @@ from runners.runtime.loop_bound import Gateway
 EVENT_TYPE = "plugin.event"
 # What one plugin's listeners may take for one event (LangBot allows them as long as they take).
 LISTENER_TIMEOUT_SECONDS = 10.0
-
-
-def _text(message: dict) -> str:
-    content = message.get("content")
-    return content if isinstance(content, str) else "".join(
-        part.get("text") or "" for part in content or [] if isinstance(part, dict))
 
 
 class Listeners:
@@ -123,7 +118,7 @@ class Listeners:
     async def responded(self, message: dict) -> dict | None:
         """The reply as the listeners leave it: replaced, or None when withheld."""
         self.replied = True
-        after = await self.emit(events.message_responded(self.context, _text(message), []))
+        after = await self.emit(events.message_responded(self.context, message_text(message.get("content")), []))
         if not events.prevented(after):
             return message
         heard = events.reply_message(after)

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from langhost.base.heavy_writes import background_write
+from ledger.models import message_text
 from ledger.services.artifacts import max_bytes
 from runners.knowledge import engines, keywords, parsing, vectors
 from runners.knowledge.models import Chunk, KnowledgeBase, KnowledgeDocument
@@ -341,8 +342,7 @@ async def _engine_hits(knowledge_base: KnowledgeBase, query: str, k: int) -> lis
         score = entry.get("score")
         hits.append(Hit(
             chunk_id=position, score=float(score) if score is not None else 1.0 - distance,
-            text="".join(part.get("text") or "" for part in entry.get("content") or []
-                         if isinstance(part, dict)),
+            text=message_text(entry.get("content")),
             distance=distance, document_id=str(metadata.get("document_id") or ""),
             document_name=str(metadata.get("document_name") or metadata.get("filename") or ""),
             storage_path=str(metadata.get("storage_path") or ""),

@@ -26,6 +26,7 @@ from langbot_plugin.api.entities.builtin.provider import message as provider_mes
 from langbot_plugin.api.entities.builtin.provider import session as provider_session
 from pydantic import ValidationError
 
+from ledger.models import message_text
 from runners.hostapi.query_api import chain_message
 from runners.models import PluginInstallation
 
@@ -108,11 +109,9 @@ def _messages(messages: list[dict]) -> list[provider_message.Message]:
         try:
             converted.append(provider_message.Message.model_validate(message))
         except ValidationError:
-            content = message.get("content")
-            text = content if isinstance(content, str) else " ".join(
-                part.get("text") or "" for part in content or [] if isinstance(part, dict))
-            converted.append(provider_message.Message(role=message.get("role") or "user",
-                                                      content=text))
+            converted.append(provider_message.Message(
+                role=message.get("role") or "user",
+                content=message_text(message.get("content"))))
     return converted
 
 
